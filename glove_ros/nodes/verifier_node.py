@@ -1,0 +1,229 @@
+"""Verifier node: carries out GLOVE realignment that needs the robot.
+
+GLOVE's bookkeeping (neighbourhoods, surprise counters, suppression, the pending queue)
+runs atomically on the memory's write path inside the memory node, so no transition is
+ever retrievable before it was checked. What needs the *robot* happens here:
+
+* synchronous replay: for each ``probe_requests`` message (alpha samples of one
+  (state, action)), send a ``probe`` action goal to the robot / simulator, then record
+  every probed outcome through the memory's ``record_transition`` service with
+  ``source = SOURCE_PROBED``; the memory replaces the contradicted neighbourhood when
+  alpha probed samples are in.
+* safety: actions listed in ``never_probe`` (irreversible or unsafe) are never sent,
+  and a probe budget bounds the steps spent on verification.
+* reporting: probes spent per phase, published on ``verifier_status`` and logged.
+
+Topics: sub ``probe_requests`` (glove_ros/ProbeRequest), ``dissonance``
+(glove_ros/DissonanceAlert, for logging); pub ``verifier_status`` (std_msgs/String, JSON).
+Action client ``probe`` (glove_ros/Probe); service client ``record_transition``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from std_msgs.msg import String
+
+from glove_ros.action import Probe
+from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition
+from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.srv import RecordTransition
+
+PARAMS = (
+    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    Param("robot_id", "robot", "robot id stamped on probed transitions"),
+    Param("never_probe", [""], "actions never probed (irreversible or unsafe)"),
+    Param("probe_budget", 30, "total probe steps this node may spend; 0 disables probing"),
+    Param("probe_timeout", 60.0, "seconds to wait for one probe goal"),
+    Param("phase", "default", "label under which probes are counted (set live)"),
+)
+
+
+def validate(values: dict[str, Any]) -> None:
+    """Refuse parameter values the node cannot work with."""
+    if int(values["probe_budget"]) < 0:
+        raise ValueError("probe_budget must be >= 0")
+    if float(values["probe_timeout"]) <= 0:
+        raise ValueError("probe_timeout must be > 0 seconds")
+    if not str(values["phase"]).strip():
+        raise ValueError("phase must be a non-empty label")
+
+
+class VerifierNode(LifecycleNode):
+    """Executes probe requests within a budget and reports probe cost per phase."""
+
+    def __init__(self) -> None:
+        super().__init__("verifier")
+        declare_params(self, PARAMS)
+        self.add_on_set_parameters_callback(validating_callback(self, PARAMS, validate))
+        self._group = ReentrantCallbackGroup()
+        self._lock = threading.Lock()
+        self._spent = 0
+        self._per_phase: dict[str, int] = {}
+        self._refused = 0
+        self._subs: list[Any] = []
+        self._status_pub = None
+        self._probe_client: ActionClient | None = None
+        self._record_client = None
+
+    # lifecycle -------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            validate(param_values(self, PARAMS))
+        except ValueError as exc:
+            self.get_logger().error(f"invalid parameters: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._status_pub = self.create_publisher(String, "verifier_status", 10)
+        self._probe_client = ActionClient(self, Probe, "probe", callback_group=self._group)
+        self._record_client = self.create_client(
+            RecordTransition, "record_transition", callback_group=self._group
+        )
+        self._subs = [
+            self.create_subscription(ProbeRequest, "probe_requests", self._on_request, 10,
+                                     callback_group=self._group),
+            self.create_subscription(DissonanceAlert, "dissonance", self._on_alert, 10,
+                                     callback_group=self._group),
+        ]
+        self.get_logger().info(
+            f"active: probe budget {self.get_parameter('probe_budget').value}, "
+            f"never_probe {self._never_probe()}"
+        )
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        for sub in self._subs:
+            self.destroy_subscription(sub)
+        self._subs = []
+        return super().on_deactivate(state)
+
+    # callbacks -------------------------------------------------------------------------
+    def _never_probe(self) -> set[str]:
+        return {a for a in self.get_parameter("never_probe").value if a}
+
+    def _on_alert(self, msg: DissonanceAlert) -> None:
+        self.get_logger().warn(
+            f"dissonance at ({msg.state_key}, {msg.action} {msg.action_arg}): saw "
+            f"'{msg.observed_outcome}' (p={msg.observed_probability:.2f} over "
+            f"{msg.history_size} memories), mode {msg.mode}, "
+            f"{len(msg.suppressed_ids)} suppressed, {msg.probes_requested} probes requested"
+        )
+
+    def _on_request(self, req: ProbeRequest) -> None:
+        label = f"({req.state_key}, {req.action} {req.action_arg})"
+        if req.action in self._never_probe():
+            self._refuse(f"{label}: action '{req.action}' is never_probe")
+            return
+        budget = int(self.get_parameter("probe_budget").value)
+        with self._lock:
+            left = budget - self._spent
+            if req.samples == 0 or left < req.samples:
+                refuse = f"{label}: needs {req.samples} probes, budget has {left} left"
+            else:
+                refuse = ""
+                self._spent += req.samples  # reserve before the goal runs
+        if refuse:
+            self._refuse(refuse)
+            return
+        self.get_logger().info(f"probing {label} x{req.samples} ({req.reason})")
+        outcomes = self._probe(req)
+        with self._lock:
+            self._spent -= req.samples - len(outcomes)  # refund what did not run
+            phase = str(self.get_parameter("phase").value)
+            self._per_phase[phase] = self._per_phase.get(phase, 0) + len(outcomes)
+        recorded = sum(self._record(req, outcome) for outcome in outcomes)
+        self.get_logger().info(f"probed {label}: {outcomes}; {recorded} recorded")
+        self._publish_status()
+
+    def _refuse(self, why: str) -> None:
+        with self._lock:
+            self._refused += 1
+        self.get_logger().warn(f"probe refused {why}")
+        self._publish_status()
+
+    def _probe(self, req: ProbeRequest) -> list[str]:
+        assert self._probe_client is not None
+        timeout = float(self.get_parameter("probe_timeout").value)
+        if not self._probe_client.wait_for_server(timeout_sec=min(timeout, 5.0)):
+            self.get_logger().error("probe action server not available")
+            return []
+        goal = Probe.Goal(state_key=req.state_key, action=req.action,
+                          action_arg=req.action_arg, samples=req.samples)
+        done = threading.Event()
+        holder: dict[str, Any] = {}
+
+        def on_result(fut: Any) -> None:
+            holder["result"] = fut.result().result
+            done.set()
+
+        def on_goal(fut: Any) -> None:
+            handle = fut.result()
+            if not handle.accepted:
+                done.set()
+                return
+            holder["handle"] = handle
+            handle.get_result_async().add_done_callback(on_result)
+
+        self._probe_client.send_goal_async(goal).add_done_callback(on_goal)
+        if not done.wait(timeout):
+            self.get_logger().error(f"probe timed out after {timeout:.0f}s; cancelling")
+            if "handle" in holder:
+                holder["handle"].cancel_goal_async()
+            return []
+        result = holder.get("result")
+        if result is None:
+            self.get_logger().warn("probe goal rejected by the robot")
+            return []
+        if not result.completed:
+            self.get_logger().warn(f"probe incomplete: {result.message}")
+        return list(result.outcomes)
+
+    def _record(self, req: ProbeRequest, outcome: str) -> bool:
+        assert self._record_client is not None
+        if not self._record_client.wait_for_service(timeout_sec=5.0):
+            self.get_logger().error("record_transition service not available")
+            return False
+        t = Transition(state_key=req.state_key, action=req.action, action_arg=req.action_arg,
+                       outcome=outcome, robot_id=str(self.get_parameter("robot_id").value),
+                       episode_id="probe", source=Transition.SOURCE_PROBED)
+        t.header.stamp = self.get_clock().now().to_msg()
+        done = threading.Event()
+        holder: dict[str, Any] = {}
+
+        def on_done(fut: Any) -> None:
+            holder["r"] = fut.result()
+            done.set()
+
+        self._record_client.call_async(RecordTransition.Request(transition=t)).add_done_callback(
+            on_done
+        )
+        if not done.wait(10.0) or not holder["r"].accepted:
+            reason = holder["r"].message if "r" in holder else "timeout"
+            self.get_logger().error(f"probed outcome not recorded: {reason}")
+            return False
+        return True
+
+    def _publish_status(self) -> None:
+        with self._lock:
+            status = {"probes_spent": self._spent, "per_phase": dict(self._per_phase),
+                      "refused": self._refused,
+                      "budget": int(self.get_parameter("probe_budget").value)}
+        if self._status_pub is not None:
+            self._status_pub.publish(String(data=json.dumps(status, sort_keys=True)))
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Run the verifier node."""
+    return run(VerifierNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""Where bundled files (worlds, config, scenarios) live: source checkout or ROS install."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def share_dirs() -> list[Path]:
+    """Directories that may hold ``worlds/``, ``config/``, ``bench/``, in search order."""
+    dirs: list[Path] = []
+    env = os.environ.get("GLOVE_ROS_ROOT")
+    if env:
+        dirs.append(Path(env))
+    dirs.append(_SOURCE_ROOT)
+    try:  # an installed ROS package (colcon workspace or system install)
+        from ament_index_python.packages import get_package_share_directory
+
+        dirs.append(Path(get_package_share_directory("glove_ros")))
+    except Exception:  # ament_index missing or package not installed: fine
+        pass
+    return dirs
+
+
+def resolve_bundled(name: str, folder: str, suffix: str = ".yaml") -> Path:
+    """Resolve ``name`` as a path, else as a bundled file ``folder/name[suffix]``.
+
+    Raises FileNotFoundError listing the bundled choices.
+    """
+    p = Path(name).expanduser()
+    if p.is_file():
+        return p
+    candidates = [name] if name.endswith(suffix) else [name + suffix, name]
+    for base in share_dirs():
+        for c in candidates:
+            q = base / folder / c
+            if q.is_file():
+                return q
+    available = sorted({f.stem for base in share_dirs() if (base / folder).is_dir()
+                        for f in (base / folder).glob(f"*{suffix}")})
+    raise FileNotFoundError(
+        f"no file '{name}' and no bundled {folder[:-1] if folder.endswith('s') else folder} "
+        f"of that name; bundled: {', '.join(available) or 'none found'}"
+    )
+
+
+def resolve_world(name: str) -> Path:
+    """A world file path from a path or a bundled world name (e.g. ``jetrover_maze``)."""
+    return resolve_bundled(name, "worlds")
+
+
+def resolve_config(name: str) -> Path:
+    """A config file path from a path or a bundled config name (e.g. ``sim``)."""
+    return resolve_bundled(name, "config")

@@ -1,0 +1,128 @@
+"""Helpers for tests that start glove_ros nodes as separate processes over DDS."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+class NodeProcess:
+    """One node in its own OS process, with its output captured to a log file."""
+
+    def __init__(self, module: str, log_dir: Path, params: dict[str, Any] | None = None,
+                 remaps: dict[str, str] | None = None, name: str | None = None) -> None:
+        self.name = name or module.rsplit(".", 1)[-1]
+        self.log_path = log_dir / f"{self.name}.log"
+        cmd = [sys.executable, "-u", "-m", module, "--ros-args"]
+        for key, value in (params or {}).items():
+            cmd += ["-p", f"{key}:={_param_text(value)}"]
+        for old, new in (remaps or {}).items():
+            cmd += ["-r", f"{old}:={new}"]
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ))
+
+    def log(self) -> str:
+        """Everything the process printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL: the process gets no chance to clean up."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGINT, then SIGKILL after ``timeout``; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+        return self.proc.returncode
+
+
+def _param_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_param_text(v) if not isinstance(v, str) else f"'{v}'"
+                              for v in value) + "]"
+    return str(value)
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str,
+             logs: Callable[[], str] | None = None) -> None:
+    """Poll ``pred`` until true; fail with ``what`` (and process logs) on timeout."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f"\n--- logs ---\n{logs()}" if logs else ""))
+
+
+@contextlib.contextmanager
+def ros_client(name: str = "test_client") -> Iterator[Any]:
+    """An rclpy node in this process, spun by a background executor thread."""
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    context = rclpy.context.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(name, context=context)
+    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    try:
+        yield node
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+        thread.join(5)
+
+
+def call(node: Any, client: Any, request: Any, timeout: float = 10.0) -> Any:
+    """Call a service from a spun node and return the response (fails on timeout)."""
+    assert client.wait_for_service(timeout_sec=timeout), f"service {client.srv_name} absent"
+    future = client.call_async(request)
+    end = time.monotonic() + timeout
+    while not future.done():
+        if time.monotonic() > end:
+            raise AssertionError(f"service {client.srv_name} did not answer in {timeout}s")
+        time.sleep(0.01)
+    return future.result()
+
+
+def call_retry(node: Any, client: Any, request: Any, timeout: float = 30.0,
+               attempt: float = 3.0) -> Any:
+    """Like :func:`call`, re-sending every ``attempt`` seconds until ``timeout``.
+
+    Needed right after a server process restarted: discovery may still list the dead
+    one, and a request sent before the new one matched is never answered.
+    """
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            left = max(end - time.monotonic(), 0.1)
+            return call(node, client, request, timeout=min(attempt, left))
+        except AssertionError:
+            if time.monotonic() > end:
+                raise
