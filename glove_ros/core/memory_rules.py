@@ -1,0 +1,619 @@
+"""Memory update rules compared in the GLOVE paper, behind one small interface.
+
+Every rule stores experience as (state, action) -> outcome samples and answers one
+question for the agent: "what do I believe happens if I take ``action`` in ``state``?"
+Only the *update rule* differs between them; the agent that plans on the answers is the same.
+
+The rules (papers/glove.md, ablation table; DESIGN.md section 3):
+
+=====================  ==================================================================
+name                   update rule
+=====================  ==================================================================
+``Static``             learns during the source phase, never updates afterwards
+``LatestOverwrite``    the newest outcome of (s, a) replaces all older ones
+``RecentK``            keeps the newest K = 3 outcomes of (s, a), believes their frequencies
+``SlidingWindow``      keeps the newest W = 5 outcomes of (s, a) (a window counted in
+                       samples per (s, a), like the paper's other per-state rules)
+``RecencyWeighted``    keeps every outcome, weights it by 0.5 ** (age / 5) with age in
+                       interaction steps (half-life 5), normalised per (s, a)
+``PageHinkleyReset``   keeps every outcome; a Page-Hinkley test on the surprise stream
+                       (1 - believed probability of what happened) clears all memory
+``PeriodicRefresh``    keeps every outcome; clears all memory every 30 interaction steps
+``GLOVE-sync``         the core verifier (:mod:`glove_ros.core.verifier`) over the core
+                       store, probing by synchronous replay; when the agent is stuck it
+                       re-tests stale negative memories (the deadlock rule)
+``GLOVE-async``        the same verifier in replay-relaxed asynchronous mode: suppresses
+                       refuted and stale negative memory, never forces a probe
+=====================  ==================================================================
+
+Interface (:class:`MemoryRule`): ``observe(state, action, outcome, reward, step)`` records
+one real transition; ``distribution(state, action)`` gives the believed outcome distribution
+(``None``: nothing is believed, the action is unknown) and ``support`` how many samples it
+rests on; ``predict`` the most likely outcome;
+``probe_requests()`` drains the probes the rule wants run now (GLOVE-sync only) and
+``apply_probes(target, outcomes)`` hands their results back; ``on_stuck()`` is the hook the
+agent calls when its memory leaves it no way forward (GLOVE uses it to re-test stale negative
+memories, the self-confirming deadlock breaker). States, actions and outcomes are any
+hashable values; an outcome is the task's outcome signature, never raw sensor data.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Outcome = Hashable
+Key = tuple[Hashable, Hashable]
+
+__all__ = [
+    "BASELINE_RULES",
+    "GLOVE_RULES",
+    "GloveRule",
+    "LatestOverwrite",
+    "MemoryRule",
+    "PageHinkleyReset",
+    "PeriodicRefresh",
+    "ProbeTarget",
+    "RecencyWeighted",
+    "RecentK",
+    "SlidingWindow",
+    "Static",
+    "glove_config_fields",
+    "make_rule",
+    "rule_names",
+]
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """A request to sample ``action`` in ``state`` afresh ``count`` times.
+
+    ``reason`` is ``"dissonance"`` (the verifier raised an alert) or ``"stale_negative"``
+    (the agent is stuck and this negative memory is re-tested). ``token`` is the rule's own
+    handle for :meth:`MemoryRule.apply_probes` (for GLOVE, the core ``ProbeRequest``).
+    """
+
+    state: Hashable
+    action: Hashable
+    count: int
+    reason: str = "dissonance"
+    token: Any = field(default=None, compare=False)
+
+
+class MemoryRule(ABC):
+    """One memory update rule; see the module docstring for the interface."""
+
+    #: display name used in tables and JSON
+    name: str = "MemoryRule"
+    #: ``"none"``: never probes; ``"sync"``: wants probes run now; ``"async"``: never forces one
+    probe_mode: str = "none"
+
+    def __init__(self) -> None:
+        self.alerts = 0
+        self.learning = True
+
+    def begin_phase(self, phase: str, learning: bool) -> None:
+        """Called before each phase; ``learning`` is True for the source (learning) phase."""
+        self.learning = learning
+
+    @abstractmethod
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        """Record one real transition observed at global interaction ``step``."""
+
+    @abstractmethod
+    def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
+        """Believed outcome distribution of (state, action); ``None`` when nothing is believed."""
+
+    def support(self, state: Hashable, action: Hashable) -> int:
+        """How many remembered samples the belief about (state, action) rests on (0: none)."""
+        return 0 if self.distribution(state, action) is None else 1
+
+    def predict(self, state: Hashable, action: Hashable) -> Outcome | None:
+        """The most likely believed outcome of (state, action), or ``None`` if unknown."""
+        dist = self.distribution(state, action)
+        if not dist:
+            return None
+        return max(dist.items(), key=lambda kv: kv[1])[0]
+
+    def probe_requests(self) -> list[ProbeTarget]:
+        """Probes this rule wants run now (drained on read). Baselines never probe."""
+        return []
+
+    def apply_probes(self, target: ProbeTarget, outcomes: Sequence[Outcome]) -> None:
+        """Hand back the fresh outcomes of a probe; may be fewer than requested (budget)."""
+        return None
+
+    def on_stuck(
+        self, state: Hashable, step: int = 0, reachable: Iterable[Hashable] | None = None
+    ) -> list[ProbeTarget]:
+        """The agent's memory leaves it no way forward from ``state``; return probes to run.
+
+        ``reachable`` are the states the agent believes it can still reach (None: any).
+        Local rules have nothing to offer here: that is the self-confirming deadlock.
+        """
+        return []
+
+    def stats(self) -> dict[str, Any]:
+        """Rule-specific counters for reports (alerts, resets, probes, ...)."""
+        return {"alerts": self.alerts}
+
+    def close(self) -> None:
+        """Release resources (GLOVE's store); the rule is unusable afterwards."""
+        return None
+
+
+class _SampleMemory(MemoryRule):
+    """Shared storage: per (state, action) a list of (outcome, step) samples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._samples: dict[Key, Any] = {}
+        self._now = 0
+
+    def _new_bucket(self) -> Any:
+        return []
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        self._now = max(self._now, step)
+        bucket = self._samples.get((state, action))
+        if bucket is None:
+            bucket = self._samples[(state, action)] = self._new_bucket()
+        bucket.append((outcome, step))
+
+    def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
+        bucket = self._samples.get((state, action))
+        if not bucket:
+            return None
+        return _frequencies(o for o, _ in bucket)
+
+    def support(self, state: Hashable, action: Hashable) -> int:
+        return len(self._samples.get((state, action)) or ())
+
+    def clear(self) -> None:
+        """Forget every sample."""
+        self._samples.clear()
+
+
+def _frequencies(outcomes: Any) -> dict[Outcome, float]:
+    counts: dict[Outcome, float] = {}
+    n = 0
+    for o in outcomes:
+        counts[o] = counts.get(o, 0.0) + 1.0
+        n += 1
+    return {o: c / n for o, c in counts.items()}
+
+
+class Static(_SampleMemory):
+    """Learns during the source phase (all samples, frequencies), never updates afterwards."""
+
+    name = "Static"
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        if self.learning:
+            super().observe(state, action, outcome, reward, step)
+
+
+class LatestOverwrite(_SampleMemory):
+    """The newest outcome of (s, a) overwrites every older record of that pair."""
+
+    name = "LatestOverwrite"
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        self._now = max(self._now, step)
+        self._samples[(state, action)] = [(outcome, step)]
+
+
+class RecentK(_SampleMemory):
+    """Keeps the newest ``k`` outcomes of each (s, a) and believes their frequencies."""
+
+    def __init__(self, k: int = 3) -> None:
+        if k < 1:
+            raise ValueError(f"RecentK needs k >= 1, got {k}")
+        super().__init__()
+        self.k = k
+        self.name = f"RecentK-K{k}" if k != 3 else "RecentK"
+
+    def _new_bucket(self) -> Any:
+        return deque(maxlen=self.k)
+
+
+class SlidingWindow(RecentK):
+    """A window of the newest ``window`` outcomes of each (s, a) (the paper's W = 5).
+
+    The paper lists it among per-state rules without naming the unit; a window counted in
+    global steps would forget the learned route within one episode, so it is counted in
+    samples per (s, a). It therefore differs from RecentK only by the window size.
+    """
+
+    def __init__(self, window: int = 5) -> None:
+        if window < 1:
+            raise ValueError(f"SlidingWindow needs window >= 1, got {window}")
+        super().__init__(k=window)
+        self.window = window
+        self.name = f"SlidingWindow-W{window}" if window != 5 else "SlidingWindow"
+
+
+class RecencyWeighted(_SampleMemory):
+    """Keeps every outcome; weight 0.5 ** (age / half_life), age in interaction steps.
+
+    Weights are normalised per (s, a) at retrieval, so nothing is ever forgotten: an old
+    outcome only loses to newer ones of the same pair.
+    """
+
+    def __init__(self, half_life: float = 5.0) -> None:
+        if not half_life > 0:
+            raise ValueError(f"RecencyWeighted needs half_life > 0, got {half_life}")
+        super().__init__()
+        self.half_life = float(half_life)
+        self.name = (
+            "RecencyWeighted" if half_life == 5 else f"RecencyWeighted-H{half_life:g}"
+        )
+
+    def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
+        bucket = self._samples.get((state, action))
+        if not bucket:
+            return None
+        newest = max(t for _, t in bucket)
+        weights: dict[Outcome, float] = {}
+        for o, t in bucket:
+            # ages relative to the pair's newest sample: same ratios, no underflow
+            weights[o] = weights.get(o, 0.0) + 0.5 ** ((newest - t) / self.half_life)
+        total = sum(weights.values())
+        return {o: w / total for o, w in weights.items()}
+
+
+class PageHinkleyReset(_SampleMemory):
+    """Keeps every outcome; a Page-Hinkley change test on surprise clears all memory.
+
+    Surprise of a transition of a known pair is ``x = 1 - P_memory(observed outcome)``.
+    With running mean ``x_bar``, ``m_t = sum(x - x_bar - delta)`` and ``M_t = min m``; an
+    alarm (``m_t - M_t > threshold``) counts as an alert and empties the memory and the test.
+    The defaults let one surprise pass and fire on the second one close behind it.
+    """
+
+    name = "PageHinkleyReset"
+
+    def __init__(self, delta: float = 0.05, threshold: float = 1.0) -> None:
+        if delta < 0 or threshold <= 0:
+            raise ValueError(
+                f"PageHinkleyReset needs delta >= 0 and threshold > 0, got {delta}, {threshold}"
+            )
+        super().__init__()
+        self.delta = float(delta)
+        self.threshold = float(threshold)
+        self.resets = 0
+        self._reset_test()
+
+    def _reset_test(self) -> None:
+        self._n = 0
+        self._mean = 0.0
+        self._m = 0.0
+        self._m_min = 0.0
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        dist = self.distribution(state, action)
+        if dist is not None:
+            x = 1.0 - dist.get(outcome, 0.0)
+            self._n += 1
+            self._mean += (x - self._mean) / self._n
+            self._m += x - self._mean - self.delta
+            self._m_min = min(self._m_min, self._m)
+            if self._m - self._m_min > self.threshold:
+                self.alerts += 1
+                self.resets += 1
+                self.clear()
+                self._reset_test()
+        super().observe(state, action, outcome, reward, step)
+
+    def stats(self) -> dict[str, Any]:
+        return {"alerts": self.alerts, "resets": self.resets}
+
+
+class PeriodicRefresh(_SampleMemory):
+    """Keeps every outcome; clears all memory every ``period`` interaction steps."""
+
+    def __init__(self, period: int = 30) -> None:
+        if period < 1:
+            raise ValueError(f"PeriodicRefresh needs period >= 1, got {period}")
+        super().__init__()
+        self.period = period
+        self.refreshes = 0
+        self._epoch: int | None = None
+        self.name = "PeriodicRefresh" if period == 30 else f"PeriodicRefresh-S{period}"
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        epoch = step // self.period
+        if self._epoch is not None and epoch != self._epoch:
+            self.clear()
+            self.refreshes += 1
+        self._epoch = epoch
+        super().observe(state, action, outcome, reward, step)
+
+    def stats(self) -> dict[str, Any]:
+        return {"alerts": self.alerts, "refreshes": self.refreshes}
+
+
+BASELINE_RULES: dict[str, Callable[[], MemoryRule]] = {
+    "Static": Static,
+    "LatestOverwrite": LatestOverwrite,
+    "RecentK": RecentK,
+    "SlidingWindow": SlidingWindow,
+    "RecencyWeighted": RecencyWeighted,
+    "PageHinkleyReset": PageHinkleyReset,
+    "PeriodicRefresh": PeriodicRefresh,
+}
+GLOVE_RULES = ("GLOVE-sync", "GLOVE-async")
+
+
+def rule_names() -> list[str]:
+    """Every rule name :func:`make_rule` accepts, in table order (GLOVE first)."""
+    return [*GLOVE_RULES, *BASELINE_RULES]
+
+
+def make_rule(
+    name: str,
+    glove_config: Mapping[str, Any] | None = None,
+    is_negative: Callable[[Outcome, float], bool] | None = None,
+) -> MemoryRule:
+    """Build a rule by name.
+
+    ``glove_config`` (VerifierConfig fields except ``mode``, which the name fixes) and
+    ``is_negative`` (which outcomes are failures, for the deadlock breaker) go to the GLOVE
+    adapters only.
+    """
+    if name in BASELINE_RULES:
+        return BASELINE_RULES[name]()
+    if name in GLOVE_RULES:
+        mode = "sync" if name == "GLOVE-sync" else "async"
+        return GloveRule(mode, glove_config, is_negative=is_negative)
+    raise ValueError(f"unknown memory rule {name!r}; choose from {', '.join(rule_names())}")
+
+
+def glove_config_fields() -> list[str] | None:
+    """Field names of the core ``VerifierConfig`` a GLOVE rule accepts (``mode`` excluded);
+    None when the core verifier is not importable."""
+    try:
+        from glove_ros.core.verifier import VerifierConfig
+    except ImportError:
+        return None
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(VerifierConfig) if f.name != "mode"]
+
+
+def _encode(value: Hashable) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+class GloveRule(MemoryRule):
+    """GLOVE over the real core: :class:`~glove_ros.core.verifier.GloveVerifier` on an
+    :class:`~glove_ros.core.store.ExperienceStore` (in memory unless ``store_path``).
+
+    ``mode="sync"`` turns the verifier's probe requests into :class:`ProbeTarget` s the
+    caller runs (synchronous replay) and hands back with :meth:`apply_probes`; a probe the
+    caller could not finish is cancelled, which leaves the pair suppressed and pending
+    (asynchronous re-verification). ``mode="async"`` never asks for a probe: refuted memory
+    is suppressed and re-verified by natural visits.
+
+    States, actions and outcomes are encoded to the store's strings (``str`` as is, else
+    ``repr``) and decoded back. Beliefs are the verifier's Q_hist over trusted entries (the
+    exact-state equivalence rule by default). :meth:`on_stuck` runs the verifier's deadlock
+    rule (``recheck_negatives(stuck=True)``) on the states the agent can still reach;
+    ``is_negative(outcome, reward)`` says which decoded outcomes are failures (default: the
+    config's ``negative_outcomes`` on the encoded string). Stamps come from a step clock, so
+    runs are reproducible.
+    """
+
+    def __init__(
+        self,
+        mode: str = "sync",
+        config: Mapping[str, Any] | None = None,
+        *,
+        is_negative: Callable[[Outcome, float], bool] | None = None,
+        store_path: str = ":memory:",
+    ) -> None:
+        from glove_ros.core.store import ExperienceStore
+        from glove_ros.core.verifier import GloveVerifier, VerifierConfig
+
+        super().__init__()
+        values = dict(config or {})
+        if "mode" in values:
+            raise ValueError("glove config must not set 'mode': GLOVE-sync / GLOVE-async fix it")
+        values.setdefault("rule", "state")
+        cfg = VerifierConfig.from_dict({**values, "mode": mode})
+        self.name = "GLOVE-sync" if mode == "sync" else "GLOVE-async"
+        self.probe_mode = mode
+        self._clock_now = 0
+        self._decode: dict[str, Hashable] = {}
+        neg = None
+        if is_negative is not None:
+            user = is_negative
+
+            def neg(outcome: str, reward: float) -> bool:
+                return bool(user(self._decode.get(outcome, outcome), reward))
+
+        self._is_neg: Callable[[str, float], bool] = neg or cfg.is_negative
+        self.store = ExperienceStore(store_path, synchronous="NORMAL", clock=self._clock)
+        try:
+            self.verifier = GloveVerifier(self.store, cfg, is_negative=neg)
+        except BaseException:
+            self.store.close()
+            raise
+        self._pending: list[ProbeTarget] = []
+        self._cache: dict[tuple[str, str], dict[Outcome, float]] | None = None
+        self._support: dict[tuple[str, str], int] = {}
+        self._world_mark = 0
+        self.rechecks = 0
+        self.mixed_rechecks = 0
+        self.cancelled_probes = 0
+
+    def _clock(self) -> float:
+        return float(self._clock_now + 1)
+
+    def _enc(self, value: Hashable) -> str:
+        key = _encode(value)
+        self._decode.setdefault(key, value)
+        return key
+
+    def begin_phase(self, phase: str, learning: bool) -> None:
+        super().begin_phase(phase, learning)
+        self.verifier.phase = phase
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        from glove_ros.core.experience import Transition
+
+        self._clock_now = max(self._clock_now, step)
+        t = Transition(self._enc(state), self._enc(action), self._enc(outcome),
+                       reward=float(reward), stamp=float(step + 1))
+        result = self.verifier.observe(t)
+        self._cache = None
+        if result.alert is not None:
+            self.alerts += 1
+            self._world_mark = max(self._world_mark, result.alert.entry_id)
+        self._pending += [self._target(r) for r in result.probe_requests]
+
+    def _target(self, req: Any) -> ProbeTarget:
+        return ProbeTarget(self._decode.get(req.state_key, req.state_key),
+                           self._decode.get(req.action, req.action), req.alpha, req.reason,
+                           token=req)
+
+    def _beliefs(self) -> dict[tuple[str, str], dict[Outcome, float]]:
+        if self._cache is None:
+            cache: dict[tuple[str, str], dict[Outcome, float]] = {}
+            support: dict[tuple[str, str], int] = {}
+            for g in self.store.outcome_groups():
+                if g.action_arg:
+                    continue
+                n = g.size
+                cache[(g.state_key, g.action)] = {
+                    self._decode.get(o, o): c / n for o, c in g.counts.items()
+                }
+                support[(g.state_key, g.action)] = n
+            self._cache = cache
+            self._support = support
+        return self._cache
+
+    def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
+        if self.verifier.rule.key_based:
+            dist = self._beliefs().get((_encode(state), _encode(action)))
+            return dict(dist) if dist else None
+        raw = self.verifier.distribution(_encode(state), _encode(action))
+        return {self._decode.get(o, o): p for o, p in raw.items()} if raw else None
+
+    def support(self, state: Hashable, action: Hashable) -> int:
+        if self.verifier.rule.key_based:
+            key = (_encode(state), _encode(action))
+            self._beliefs()
+            return self._support.get(key, 0)
+        return super().support(state, action)
+
+    def probe_requests(self) -> list[ProbeTarget]:
+        out, self._pending = self._pending, []
+        return out
+
+    def apply_probes(self, target: ProbeTarget, outcomes: Sequence[Outcome]) -> None:
+        req = target.token
+        self._cache = None
+        if req is None:  # an adapter-side re-test: the samples are evidence for P
+            from glove_ros.core.experience import Source, Transition
+
+            for o in outcomes:
+                t = Transition(self._enc(target.state), self._enc(target.action), self._enc(o),
+                               source=Source.PROBED, stamp=float(self._clock_now + 1))
+                result = self.verifier.observe(t)
+                if result.alert is not None:
+                    self.alerts += 1
+                    self._world_mark = max(self._world_mark, result.alert.entry_id)
+                self._pending += [self._target(r) for r in result.probe_requests]
+            return
+        if len(outcomes) >= req.alpha:
+            self.verifier.apply_probes(req, [self._enc(o) for o in outcomes])
+        else:
+            self.verifier.cancel_probe(req, f"only {len(outcomes)} of {req.alpha} probes ran")
+            self.cancelled_probes += 1
+
+    def on_stuck(
+        self, state: Hashable, step: int = 0, reachable: Iterable[Hashable] | None = None
+    ) -> list[ProbeTarget]:
+        self._clock_now = max(self._clock_now, step)
+        keys = None if reachable is None else [_encode(s) for s in reachable]
+        stamp = float(step + 1)
+        result = self.verifier.recheck_negatives(keys, stuck=True, stamp=stamp)
+        self.rechecks += len(result.pairs)
+        targets = [self._target(r) for r in result.probe_requests]
+        targets += self._recheck_mixed(keys, set(result.pairs), stamp)
+        self._cache = None
+        return targets
+
+    def _recheck_mixed(
+        self, keys: list[str] | None, done: set[tuple[str, str, str]], stamp: float
+    ) -> list[ProbeTarget]:
+        """The core's deadlock rule re-tests only groups whose outcomes are *all* negative.
+
+        In a slippery world the refuted-hole memory of a re-opened tile also holds a few
+        slip outcomes, so it never qualifies and the planner stays deadlocked. This extends
+        the rule, with public store calls only, to stale groups that are mostly negative
+        (>= half their samples): suppress and queue them like the core does; in sync mode
+        ask for ``alpha`` probes, whose outcomes :meth:`apply_probes` feeds to the
+        verifier as PROBED evidence for the pending item.
+        """
+        cfg = self.verifier.config
+        mark = self.store.get_state("glove.world_mark")
+        threshold = max(int(mark["id"]) if isinstance(mark, dict) and "id" in mark else 0,
+                        self._world_mark,
+                        self.store.max_id() + 1 - cfg.stale_negative_after)
+        targets: list[ProbeTarget] = []
+        for g in self.store.outcome_groups(keys):
+            if g.pair in done or g.action in cfg.never_probe or g.last_id >= threshold:
+                continue
+            neg = sum(c for o, c in g.counts.items()
+                      if self._is_neg(o, g.max_rewards.get(o, 0.0)))
+            if neg == g.size or 2 * neg < g.size:
+                continue  # all-negative groups are the core's; mostly-positive stay trusted
+            if self.store.pending_for(*g.pair) is not None:
+                continue
+            entries, _ = self.store.query(g.state_key, g.action, g.action_arg, limit=None)
+            reason = (f"stale mostly-negative memory ({neg}/{g.size} negative) re-tested to "
+                      "break the self-confirming deadlock (memory_rules adapter)")
+            with self.store.transaction():
+                ids = self.store.suppress([e.id for e in entries], reason, stamp)
+                self.store.add_pending(*g.pair, ids, stamp, reason)
+            self.mixed_rechecks += 1
+            if self.probe_mode == "sync":
+                targets.append(ProbeTarget(self._decode.get(g.state_key, g.state_key),
+                                           self._decode.get(g.action, g.action),
+                                           cfg.alpha, "stale_negative"))
+        return targets
+
+    def stats(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.verifier.stats().items() if k not in ("phases", "phase")}
+        out["cancelled_probes"] = self.cancelled_probes
+        out["mixed_rechecks"] = self.mixed_rechecks
+        return out
+
+    def close(self) -> None:
+        self.store.close()
