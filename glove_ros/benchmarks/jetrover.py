@@ -1,0 +1,783 @@
+"""JetRover block-search benchmark: GLOVE (async, sync) against static memory, without DDS.
+
+The core loop the ROS nodes run, in one process: the built-in :class:`Simulator` plays a
+world file (drift and nuisance events by episode), every look renders real camera frames that
+:class:`ColorBlockDetector` turns into an outcome signature, the :class:`TaskAgent` plans
+from trusted experience memory (an :class:`ExperienceStore` in a temporary SQLite file), and
+every transition it returns is recorded through the :class:`GloveVerifier` (or, for static
+memory, stored unverified). Each episode is one task "find the <colour> block", colours drawn
+from the world's blocks with a seeded generator; the same task sequence runs in every mode.
+Each task starts at a seeded random waypoint (``--task-start random``, the default: a
+patrolling robot gets its task wherever it is; with a fixed start the result would mostly
+measure whether the old place happens to lie on the way to the new one), or at the dock, or
+where the previous task ended; the battery is recharged between tasks.
+
+Modes:
+  async   GLOVE replay-relaxed: refuted memory is suppressed, natural visits re-verify it
+  sync    GLOVE synchronous replay: the simulator re-drives / re-looks (alpha samples) at once;
+          probe drives and looks are charged as steps
+  static  every transition stored, nothing ever verified (the memory keeps what it learnt)
+
+A look grabs ``--look-frames`` frames and counts a colour seen in any of them. When the
+agent's trusted memory allows no route to the waypoints left (or only a long detour), it asks
+the verifier to re-verify stale negative memories (``recheck_negatives(stuck=True)``; sync
+mode probes them, charged as steps). The verifier runs with VerifierConfig defaults unless
+``--verifier KEY=VALUE`` overrides them.
+
+Phases split at the world's episode-triggered drift events. Per phase and mode: success
+rate, steps per task (task + probe), dissonance alerts, false alarms (alerts on a
+(state, action) no drift event touched: a look at a waypoint whose blocks did not change, a
+corridor whose blocked state did not change; every alert in a nuisance-only world is one),
+memories suppressed, probes, LLM fallbacks, and "stale goals": tasks whose first goal was a
+waypoint memory believed held the colour when it did not (driving back to the old place).
+
+Writes <out>/jetrover_<world>.json and <out>/jetrover_<world>.png (rolling success rate,
+steps per task and cumulative stale goals over episodes, per mode, drift events marked; a
+leading "jetrover_" of the world name is not doubled). :func:`run_mode` runs one mode and is
+what ``glove-ros demo`` calls for its static-memory column; :func:`run_benchmark` runs
+several side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from glove_ros.core.agent import (
+    ACTION_LOOK,
+    ACTION_NAVIGATE,
+    OUTCOME_BLOCKED,
+    OUTCOME_REACHED,
+    AgentConfig,
+    Finish,
+    GreedyPlanner,
+    LlmPlanner,
+    LlmPlannerConfig,
+    Look,
+    NavigateTo,
+    StoreMemoryView,
+    Task,
+    TaskAgent,
+    WorldMap,
+)
+from glove_ros.core.experience import Transition
+from glove_ros.core.perception import ColorBlockDetector, outcome_signature
+from glove_ros.core.sim import Simulator
+from glove_ros.core.store import ExperienceStore
+from glove_ros.core.verifier import GloveVerifier, VerifierConfig
+from glove_ros.core.world import World, edge_key, load_world
+
+__all__ = [
+    "MODES",
+    "BenchConfig",
+    "ModeRunner",
+    "add_arguments",
+    "default_episodes",
+    "format_table",
+    "main",
+    "make_tasks",
+    "phase_plan",
+    "result_stem",
+    "run_benchmark",
+    "run_mode",
+    "write_plot",
+]
+
+MODES = ("async", "sync", "static")
+#: where each task starts: the dock, where the last task ended, or a seeded random waypoint
+TASK_STARTS = ("dock", "stay", "random")
+DEFAULT_OUT = Path("bench/results")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Benchmark settings; ``validate()`` explains bad values.
+
+    ``episodes``: tasks per mode (0: :func:`default_episodes`); ``seed``: task sequence,
+    start waypoints and simulator noise offset; ``max_steps``: step limit per task;
+    ``look_frames``: frames per look; ``frame_size``: (width, height) of the rendered
+    frames; ``task_start``: ``random`` | ``dock`` | ``stay`` (:data:`TASK_STARTS`);
+    ``verifier``: overrides of :class:`~glove_ros.core.verifier.VerifierConfig` fields
+    (``mode`` is set per mode).
+    """
+
+    episodes: int = 0
+    seed: int = 0
+    max_steps: int = 30
+    look_frames: int = 2
+    frame_size: tuple[int, int] = (640, 480)
+    robot_id: str = "jetrover"
+    task_start: str = "random"
+    verifier: Mapping[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> BenchConfig:
+        """Raise ValueError naming the bad field; return ``self``."""
+        if not isinstance(self.episodes, int) or self.episodes < 0:
+            raise ValueError(f"episodes must be an int >= 0 (0: automatic), got {self.episodes!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
+        if not isinstance(self.look_frames, int) or not 1 <= self.look_frames <= 10:
+            raise ValueError(f"look_frames must be an int in 1..10, got {self.look_frames!r}")
+        w, h = self.frame_size
+        if w < 64 or h < 48:
+            raise ValueError(f"frame_size must be at least 64x48, got {w}x{h}")
+        if self.task_start not in TASK_STARTS:
+            raise ValueError(f"task_start must be one of {', '.join(TASK_STARTS)}, got "
+                             f"{self.task_start!r}")
+        if "mode" in self.verifier:
+            raise ValueError("verifier overrides must not set 'mode': it is set per mode")
+        VerifierConfig.from_dict({"mode": "async", **self.verifier})
+        return self
+
+
+def default_episodes(world: World) -> int:
+    """20 episodes after the last episode-triggered drift event; else 30 (at least 10 after
+    the last scheduled event)."""
+    drift = [e.episode for e in world.drift_events() if e.episode is not None]
+    if drift:
+        return max(drift) + 20
+    last = max((e.episode for e in world.events if e.episode is not None), default=0)
+    return max(30, last + 10)
+
+
+def make_tasks(world: World, episodes: int, seed: int = 0) -> list[Task]:
+    """The seeded task sequence: one random block colour per episode."""
+    colors = list(world.colors)
+    if not colors:
+        raise ValueError(f"world '{world.name}' has no blocks: nothing to search for")
+    rng = np.random.default_rng([seed, 11])
+    return [Task(colors[int(rng.integers(len(colors)))], id=f"ep{ep:03d}")
+            for ep in range(episodes)]
+
+
+def phase_plan(world: World, episodes: int) -> list[dict[str, Any]]:
+    """Phases ``[{name, start, end}]`` (end exclusive), split at drift events by episode."""
+    cuts: dict[int, list[str]] = {}
+    for e in world.drift_events():
+        if e.episode is not None and 0 < e.episode < episodes:
+            cuts.setdefault(e.episode, []).append(e.type)
+    starts = [0, *sorted(cuts)]
+    out = []
+    for i, s in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else episodes
+        name = "before drift" if i == 0 and cuts else ("all" if not cuts else
+                                                       "+".join(cuts[s]) + f"@{s}")
+        out.append({"name": name, "start": s, "end": end})
+    return out
+
+
+def _truth(sim: Simulator) -> tuple[dict[str, str], frozenset[tuple[str, str]]]:
+    return ({w: sim.state.expected_signature(w) for w in sim.world.waypoint_ids},
+            sim.state.blocked_edges)
+
+
+@dataclass
+class _Episode:
+    episode: int
+    phase: str
+    color: str
+    success: bool = False
+    reason: str = ""
+    task_steps: int = 0
+    probe_steps: int = 0
+    alerts: int = 0
+    false_alarms: int = 0
+    stale_goal: bool = False
+    first_goal: str = ""
+    first_goal_kind: str = ""
+    found_at: str = ""
+    fallbacks: int = 0
+    llm_decisions: int = 0
+    reverify_calls: int = 0
+    blocked: int = 0
+
+    @property
+    def steps(self) -> int:
+        return self.task_steps + self.probe_steps
+
+
+class ModeRunner:
+    """Runs one mode (``async``, ``sync`` or ``static``) through the task sequence.
+
+    ``planner_factory`` builds a fresh planner (default :class:`GreedyPlanner`); ``db_path``
+    is the store file (default: a temporary directory removed afterwards).
+    """
+
+    def __init__(self, world: World, mode: str, config: BenchConfig | None = None,
+                 planner_factory: Callable[[], Any] | None = None,
+                 db_path: str | Path | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        self.world = world
+        self.mode = mode
+        self.config = (config or BenchConfig()).validate()
+        self.episodes = self.config.episodes or default_episodes(world)
+        self.tasks = make_tasks(world, self.episodes, self.config.seed)
+        self.phases = phase_plan(world, self.episodes)
+        self.sim = Simulator(world, seed=world.seed + self.config.seed)
+        self.detector = ColorBlockDetector()
+        self._tmp = None
+        if db_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"jetrover_{mode}_")
+            db_path = Path(self._tmp.name) / "memory.db"
+        self.store = ExperienceStore(str(db_path), synchronous="NORMAL",
+                                     clock=lambda: self.sim.time)
+        self.verifier = None
+        if mode != "static":
+            vcfg = VerifierConfig.from_dict({**self.config.verifier, "mode": mode})
+            self.verifier = GloveVerifier(self.store, vcfg)
+        self.planner = planner_factory() if planner_factory else GreedyPlanner()
+        self.agent = TaskAgent(
+            WorldMap.from_world(world), self.planner, StoreMemoryView(self.store),
+            self.config.robot_id, config=AgentConfig(max_steps=self.config.max_steps),
+            reverify=self._reverify if self.verifier is not None else None,
+            start_waypoint=self.sim.at_waypoint or world.start_waypoint,
+        )
+        self.touched_looks: set[str] = set()
+        self.touched_edges: set[tuple[str, str]] = set()
+        self._truth = _truth(self.sim)
+        self.alerts: list[dict[str, Any]] = []
+        self.results: list[_Episode] = []
+        self._ep: _Episode | None = None
+        self.wall_s = 0.0
+
+    # ------------------------------------------------------------------ world truth
+
+    def _track_drift(self) -> None:
+        sigs, blocked = _truth(self.sim)
+        old_sigs, old_blocked = self._truth
+        self.touched_looks |= {w for w in sigs if sigs[w] != old_sigs.get(w)}
+        self.touched_edges |= set(blocked ^ old_blocked)
+        self._truth = (sigs, blocked)
+
+    def _caused_by_drift(self, state_key: str, action: str, action_arg: str) -> bool:
+        if action == ACTION_LOOK:
+            return state_key in self.touched_looks
+        if action == ACTION_NAVIGATE:
+            return edge_key(state_key, action_arg) in self.touched_edges
+        return False
+
+    # ------------------------------------------------------------------ robot
+
+    def look_signature(self) -> str:
+        """Render ``look_frames`` frames at the current pose; colours seen in any frame."""
+        w, h = self.config.frame_size
+        detections = []
+        for _ in range(self.config.look_frames):
+            detections += self.detector.detect(self.sim.render_camera(w, h))
+        return outcome_signature(detections)
+
+    def _pose(self) -> tuple[float, float, float]:
+        p = self.sim.odometry()
+        return (p.x, p.y, p.yaw)
+
+    def _drive(self, target: str) -> tuple[bool, int]:
+        """Drive (several corridors) to ``target`` avoiding remembered blockages."""
+        avoid = set(self.agent.beliefs().blocked_edges)
+        hops = 0
+        for _ in range(4):
+            res = self.sim.navigate(target, avoid_edges=avoid)
+            hops += max(0, len(res.visited) - 1)
+            if res.outcome == OUTCOME_REACHED:
+                return True, hops
+            if res.outcome == OUTCOME_BLOCKED and res.blocked_edge is not None:
+                avoid.add(edge_key(*res.blocked_edge))
+                continue
+            return False, hops
+        return False, hops
+
+    # ------------------------------------------------------------------ memory
+
+    def record(self, t: Transition) -> None:
+        """Store ``t`` (static) or verify it; act on alerts and probe requests."""
+        if self.verifier is None:
+            self.store.record(t)
+            return
+        result = self.verifier.observe(t)
+        if result.alert is not None:
+            a = result.alert
+            true = self._caused_by_drift(a.state_key, a.action, a.action_arg)
+            ep = self._ep
+            self.alerts.append({
+                "episode": ep.episode if ep else -1, "phase": ep.phase if ep else "",
+                "state_key": a.state_key, "action": a.action, "action_arg": a.action_arg,
+                "observed": a.observed_outcome, "expected": [list(x) for x in a.expected],
+                "suppressed": len(a.suppressed_ids), "probes_requested": a.probes_requested,
+                "caused_by_drift": true,
+            })
+            if ep is not None:
+                ep.alerts += 1
+                ep.false_alarms += 0 if true else 1
+        for req in result.probe_requests:
+            self._probe(req)
+
+    def _probe(self, req: Any) -> None:
+        """Synchronous replay: re-drive to the request's state and repeat its action."""
+        assert self.verifier is not None
+        ok, steps = self._drive(req.state_key) if self.sim.at_waypoint != req.state_key \
+            else (True, 0)
+        outcomes: list[str] = []
+        if ok:
+            for j in range(req.alpha):
+                if req.action == ACTION_LOOK:
+                    outcomes.append(self.look_signature())
+                    steps += 1
+                elif req.action == ACTION_NAVIGATE:
+                    res = self.sim.navigate(req.action_arg)
+                    steps += 1
+                    if res.outcome not in (OUTCOME_REACHED, OUTCOME_BLOCKED):
+                        break
+                    outcomes.append(res.outcome)
+                    if res.outcome == OUTCOME_REACHED and j + 1 < req.alpha:
+                        back, hops = self._drive(req.state_key)
+                        steps += hops
+                        if not back:
+                            break
+                else:
+                    break
+        if len(outcomes) >= req.alpha:
+            self.verifier.apply_probes(req, outcomes)
+        else:
+            self.verifier.cancel_probe(req, "probe could not be completed")
+        if self._ep is not None:
+            self._ep.probe_steps += steps
+        here = self.sim.at_waypoint or self.sim.last_waypoint
+        if self.agent.awaiting is None:
+            self.agent.relocate(here, self._pose())
+
+    def _reverify(self, keys: list[tuple[str, str, str]]) -> bool:
+        """The agent is stuck behind remembered blockages: re-test stale negatives."""
+        assert self.verifier is not None
+        states = sorted({k[0] for k in keys})
+        rr = self.verifier.recheck_negatives(states or None, stuck=True)
+        for req in rr.probe_requests:
+            self._probe(req)
+        return bool(rr.suppressed_ids)
+
+    # ------------------------------------------------------------------ run
+
+    def phase_of(self, episode: int) -> str:
+        """Name of the phase ``episode`` belongs to."""
+        for p in self.phases:
+            if p["start"] <= episode < p["end"]:
+                return p["name"]
+        return self.phases[-1]["name"]
+
+    def _task_start(self, episode: int) -> str:
+        how = self.config.task_start
+        if how == "dock":
+            return self.world.start_waypoint
+        if how == "stay":
+            return self.sim.at_waypoint or self.sim.last_waypoint
+        ids = self.world.waypoint_ids
+        return ids[int(np.random.default_rng([self.config.seed, 13, episode]).integers(len(ids)))]
+
+    def run_episode(self, episode: int) -> _Episode:
+        """Run task ``episode`` of the sequence."""
+        task = self.tasks[episode]
+        phase = self.phase_of(episode)
+        if self.verifier is not None:
+            self.verifier.phase = phase
+        self.sim.begin_episode(episode)
+        self._track_drift()
+        start = self._task_start(episode)
+        self.sim.teleport(start, battery=1.0)
+        if self.agent.awaiting is None:
+            self.agent.relocate(start)
+        ep = self._ep = _Episode(episode, phase, task.color)
+        self.agent.start(task, at_waypoint=self.sim.at_waypoint or self.sim.last_waypoint,
+                         pose=self._pose())
+        report = self.agent.report
+        assert report is not None
+        while True:
+            action = self.agent.next_action()
+            if isinstance(action, Finish):
+                break
+            if report.first_goal and not ep.first_goal:
+                ep.first_goal, ep.first_goal_kind = report.first_goal, report.first_goal_kind
+                ep.stale_goal = (report.first_goal_kind == "believed" and task.color
+                                 not in self.sim.state.colors_at(report.first_goal))
+            if isinstance(action, NavigateTo):
+                res = self.sim.navigate(action.waypoint)
+                ts = self.agent.on_navigation(res.outcome, res.final_waypoint, self._pose())
+            elif isinstance(action, Look):
+                ts = self.agent.on_look(self.look_signature())
+            else:  # pragma: no cover - exhaustive
+                raise TypeError(f"unknown action {action!r}")
+            for t in ts:
+                self.record(t)
+            self._track_drift()
+        ep.success, ep.reason = report.success, report.reason
+        ep.task_steps = report.steps
+        ep.found_at = report.found_at
+        ep.fallbacks, ep.llm_decisions = report.fallbacks, report.llm_decisions
+        ep.reverify_calls, ep.blocked = report.reverify_calls, report.blocked
+        self.results.append(ep)
+        self._ep = None
+        return ep
+
+    def run(self) -> dict[str, Any]:
+        """Run every episode; returns this mode's JSON-ready result."""
+        t0 = time.perf_counter()
+        try:
+            for episode in range(self.episodes):
+                self.run_episode(episode)
+        finally:
+            self.wall_s = time.perf_counter() - t0
+            self.close()
+        return self.summary()
+
+    def close(self) -> None:
+        """Close the store and remove the temporary directory."""
+        if not self.store.closed:
+            self.store.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def summary(self) -> dict[str, Any]:
+        """Per-phase aggregates, totals, per-episode rows and alerts."""
+        vstats = self.verifier.stats() if self.verifier is not None else None
+        phases = []
+        for p in self.phases:
+            eps = [e for e in self.results if p["start"] <= e.episode < p["end"]]
+            phases.append(self._aggregate(p["name"], eps, vstats))
+        out = {
+            "mode": self.mode,
+            "planner": getattr(self.planner, "name", type(self.planner).__name__),
+            "phases": phases,
+            "totals": self._aggregate("total", self.results, vstats),
+            "episodes": [self._episode_row(e) for e in self.results],
+            "alerts": list(self.alerts),
+            "wall_s": round(self.wall_s, 3),
+        }
+        if vstats is not None:
+            out["verifier"] = {k: v for k, v in vstats.items() if k != "phases"}
+        fallbacks = getattr(self.planner, "fallbacks", None)
+        if isinstance(fallbacks, dict):
+            out["llm"] = {"calls": getattr(self.planner, "calls", 0),
+                          "fallbacks_by_reason": dict(fallbacks)}
+        return out
+
+    @staticmethod
+    def _episode_row(e: _Episode) -> dict[str, Any]:
+        return {
+            "episode": e.episode, "phase": e.phase, "color": e.color, "success": e.success,
+            "reason": e.reason, "steps": e.steps, "task_steps": e.task_steps,
+            "probe_steps": e.probe_steps, "alerts": e.alerts, "false_alarms": e.false_alarms,
+            "first_goal": e.first_goal, "first_goal_kind": e.first_goal_kind,
+            "stale_goal": e.stale_goal, "found_at": e.found_at, "fallbacks": e.fallbacks,
+            "reverify_calls": e.reverify_calls, "blocked": e.blocked,
+        }
+
+    def _aggregate(self, name: str, eps: Sequence[_Episode],
+                   vstats: Mapping[str, Any] | None) -> dict[str, Any]:
+        n = len(eps)
+        ok = sum(e.success for e in eps)
+        if vstats is None:
+            v: Mapping[str, Any] = {}
+        elif name == "total":
+            v = vstats
+        else:
+            v = vstats.get("phases", {}).get(name, {})
+        return {
+            "name": name,
+            "episodes": n,
+            "successes": ok,
+            "success_rate": round(ok / n, 4) if n else 0.0,
+            "steps_per_task": round(sum(e.steps for e in eps) / n, 3) if n else 0.0,
+            "task_steps": sum(e.task_steps for e in eps),
+            "probe_steps": sum(e.probe_steps for e in eps),
+            "alerts": sum(e.alerts for e in eps),
+            "false_alarms": sum(e.false_alarms for e in eps),
+            "suppressed": int(v.get("suppressions", 0)),
+            "replaced": int(v.get("replacements", 0)),
+            "probes": int(v.get("probes", 0)),
+            "rechecks": int(v.get("rechecks", 0)),
+            "stale_goals": sum(e.stale_goal for e in eps),
+            "reverify_calls": sum(e.reverify_calls for e in eps),
+            "llm_decisions": sum(e.llm_decisions for e in eps),
+            "llm_fallbacks": sum(e.fallbacks for e in eps),
+        }
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _planner_factory(planner: str, llm: Any = None,
+                     llm_config: LlmPlannerConfig | None = None) -> Callable[[], Any]:
+    if planner == "greedy":
+        return GreedyPlanner
+    if planner == "llm":
+        if llm is None:
+            from glove_ros.core.llm import LlamaBackend, LlmConfig
+
+            llm = LlamaBackend(LlmConfig(n_ctx=1024, max_tokens=32, timeout_s=20.0)).load()
+        backend = llm
+        return lambda: LlmPlanner(backend, llm_config)
+    raise ValueError(f"unknown planner {planner!r}; choose greedy or llm")
+
+
+def run_mode(world: World | str | Path, mode: str = "static",
+             config: BenchConfig | None = None, planner: str = "greedy",
+             llm: Any = None) -> dict[str, Any]:
+    """Run one mode on a world (a World, a path or a bundled name); its JSON-ready result.
+
+    ``glove-ros demo`` calls ``run_mode(world, "static")`` for the static-memory column.
+    """
+    w = world if isinstance(world, World) else load_world(world)
+    return ModeRunner(w, mode, config, _planner_factory(planner, llm)).run()
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
+                  config: BenchConfig | None = None, planner: str = "greedy",
+                  llm: Any = None) -> dict[str, Any]:
+    """Run ``modes`` side by side on the same task sequence; the JSON result document."""
+    w = world if isinstance(world, World) else load_world(world)
+    cfg = (config or BenchConfig()).validate()
+    episodes = cfg.episodes or default_episodes(w)
+    factory = _planner_factory(planner, llm)
+    results = {}
+    for mode in modes:
+        results[mode] = ModeRunner(w, mode, cfg, factory).run()
+    phases = phase_plan(w, episodes)
+    doc: dict[str, Any] = {
+        "benchmark": "jetrover",
+        "world": {
+            "name": w.name, "source": Path(w.source).name if w.source else "",
+            "description": w.description,
+            "drift_events": [_event_doc(e) for e in w.drift_events()],
+            "nuisance_events": [_event_doc(e) for e in w.nuisance_events()],
+        },
+        "config": {"episodes": episodes, "seed": cfg.seed, "max_steps": cfg.max_steps,
+                   "look_frames": cfg.look_frames, "frame_size": list(cfg.frame_size),
+                   "task_start": cfg.task_start, "planner": planner},
+        "verifier": VerifierConfig.from_dict({**cfg.verifier, "mode": "async"}).to_dict(),
+        "phases": phases,
+        "tasks": [t.color for t in make_tasks(w, episodes, cfg.seed)],
+        "modes": results,
+    }
+    doc["verifier"].pop("mode", None)
+    doc["ratios"] = _ratios(results, phases)
+    return doc
+
+
+def _event_doc(e: Any) -> dict[str, Any]:
+    d = {"type": e.type, "category": e.category}
+    if e.episode is not None:
+        d["episode"] = e.episode
+    if e.time is not None:
+        d["time"] = e.time
+    return d
+
+
+def _ratios(results: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
+            ) -> dict[str, Any]:
+    """Side-by-side ratios over the phases after the first drift (or overall)."""
+    after = [p["name"] for p in phases[1:]] or [phases[0]["name"]]
+    agg: dict[str, dict[str, float]] = {}
+    for mode, r in results.items():
+        ph = [p for p in r["phases"] if p["name"] in after]
+        n = sum(p["episodes"] for p in ph)
+        agg[mode] = {
+            "episodes": n,
+            "success_rate": sum(p["successes"] for p in ph) / n if n else 0.0,
+            "steps_per_task": sum(p["steps_per_task"] * p["episodes"] for p in ph) / n
+            if n else 0.0,
+            "stale_goals": sum(p["stale_goals"] for p in ph),
+        }
+    out: dict[str, Any] = {"over_phases": after}
+    for m, a in agg.items():
+        out[f"{m}_success_rate"] = round(a["success_rate"], 4)
+        out[f"{m}_steps_per_task"] = round(a["steps_per_task"], 3)
+        out[f"{m}_stale_goals"] = a["stale_goals"]
+    if "static" in agg:
+        for m in ("async", "sync"):
+            if m in agg:
+                out[f"steps_static_over_{m}"] = _ratio(agg["static"]["steps_per_task"],
+                                                       agg[m]["steps_per_task"])
+    return out
+
+
+def format_table(doc: Mapping[str, Any]) -> str:
+    """The comparison table printed by the CLI."""
+    cfg = doc["config"]
+    lines = [f"jetrover '{doc['world']['name']}': {cfg['episodes']} tasks, planner "
+             f"{cfg['planner']}, seed {cfg['seed']}, step limit {cfg['max_steps']}, tasks start "
+             f"at {cfg.get('task_start', 'random')}"]
+    head = ["phase", "mode", "success", "steps/task", "probe steps", "alerts", "false alarms",
+            "suppressed", "probes", "stale goals", "llm fallbacks"]
+    rows = [head]
+    for p in doc["phases"]:
+        label = f"{p['name']} [{p['start']}-{p['end'] - 1}]"
+        for mode, r in doc["modes"].items():
+            a = next(x for x in r["phases"] if x["name"] == p["name"])
+            rows.append([label, mode, f"{a['successes']}/{a['episodes']}",
+                         f"{a['steps_per_task']:.2f}", str(a["probe_steps"]), str(a["alerts"]),
+                         str(a["false_alarms"]), str(a["suppressed"]), str(a["probes"]),
+                         str(a["stale_goals"]), str(a["llm_fallbacks"])])
+            label = ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for k, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(wd) if i < 2 else c.rjust(wd)
+                               for i, (c, wd) in enumerate(zip(r, widths, strict=True))))
+        if k == 0:
+            lines.append("  ".join("-" * wd for wd in widths))
+    ratios = doc.get("ratios", {})
+    over = ", ".join(ratios.get("over_phases", []))
+    parts = []
+    for m in doc["modes"]:
+        if f"{m}_success_rate" in ratios:
+            parts.append(f"{m} {ratios[f'{m}_success_rate']:.0%} success, "
+                         f"{ratios[f'{m}_steps_per_task']:.2f} steps/task, "
+                         f"{ratios[f'{m}_stale_goals']} stale goals")
+    if parts:
+        where = f"after drift ({over})" if len(doc["phases"]) > 1 else "overall"
+        lines.append(f"{where}: " + "; ".join(parts))
+    for m in ("async", "sync"):
+        v = ratios.get(f"steps_static_over_{m}")
+        if v is not None:
+            lines.append(f"static memory needs {v:.2f}x the steps per task of GLOVE-{m}")
+    lines.append("false alarms: alerts on a (state, action) no drift event touched; stale "
+                 "goals: first goal believed to hold the colour but did not")
+    return "\n".join(lines)
+
+
+def write_plot(doc: Mapping[str, Any], path: Path, window: int = 5) -> None:
+    """Per mode over episodes: rolling success rate, steps per task, and the cumulative
+    count of stale goals (drives to where memory wrongly believed the block was); drift
+    events marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, figsize=(8.0, 8.0), sharex=True)
+    ax1, ax2, ax3 = axes
+    styles = {"async": ("-", 2.5), "sync": ("--", 1.8), "static": (":", 2.2)}
+    for mode, r in doc["modes"].items():
+        eps = r["episodes"]
+        ls, lw = styles.get(mode, ("-", 1.5))
+        x = np.array([e["episode"] for e in eps])
+        ok = np.array([1.0 if e["success"] else 0.0 for e in eps])
+        steps = np.array([e["steps"] for e in eps], dtype=float)
+        stale = np.cumsum([1 if e["stale_goal"] else 0 for e in eps])
+        k = max(1, min(window, len(ok)))
+        roll = np.array([ok[max(0, i - k + 1): i + 1].mean() for i in range(len(ok))])
+        ax1.plot(x, roll, ls, linewidth=lw, label=mode, drawstyle="steps-post")
+        ax2.plot(x, steps, ls, linewidth=lw, label=mode, marker=".")
+        ax3.plot(x, stale, ls, linewidth=lw, label=mode, drawstyle="steps-post")
+    ax1.set_ylim(-0.05, 1.1)
+    ax1.set_ylabel(f"success (rolling {window})")
+    ax2.set_ylabel("steps per task")
+    ax3.set_ylabel("stale goals (cumulative)")
+    ax3.set_xlabel("episode (one task each)")
+    for ax in axes:
+        for e in doc["world"]["drift_events"]:
+            if "episode" in e:
+                ax.axvline(e["episode"], color="red", linestyle="--", linewidth=1)
+                ax.text(e["episode"], ax.get_ylim()[1], f" {e['type']}", color="red",
+                        fontsize=7, va="top")
+    ax1.legend(fontsize=8, loc="lower left")
+    cfg = doc["config"]
+    ax1.set_title(f"JetRover '{doc['world']['name']}': {cfg['planner']} planner, tasks start "
+                  f"at {cfg.get('task_start', 'random')}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the benchmark's options on ``parser``."""
+    parser.add_argument("--scenario", required=True, metavar="WORLD",
+                        help="world file (worlds/*.yaml) or a bundled world's name")
+    parser.add_argument("--mode", choices=("all", *MODES), default="all",
+                        help="memory mode; 'all' (default) runs async, sync and static side "
+                        "by side")
+    parser.add_argument("--planner", choices=("greedy", "llm"), default="greedy",
+                        help="greedy (deterministic) or llm (bundled GGUF, greedy fallback)")
+    parser.add_argument("--episodes", type=int, default=0, metavar="N",
+                        help="tasks per mode (default: 20 after the last drift event)")
+    parser.add_argument("--seed", type=int, default=0, help="task sequence / noise seed")
+    parser.add_argument("--max-steps", type=int, default=BenchConfig.max_steps,
+                        help="step limit per task (default: %(default)s)")
+    parser.add_argument("--look-frames", type=int, default=BenchConfig.look_frames,
+                        help="camera frames per look (default: %(default)s)")
+    parser.add_argument("--task-start", choices=TASK_STARTS, default=BenchConfig.task_start,
+                        help="where each task starts (default: %(default)s)")
+    parser.add_argument("--verifier", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a VerifierConfig field, e.g. --verifier p_th=2 "
+                        "(repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the JSON document")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
+                        help="where jetrover_<world>.json and .png go (default: %(default)s)")
+
+
+def result_stem(world: World) -> str:
+    """``jetrover_<world name>`` without a doubled prefix (jetrover_maze -> jetrover_maze)."""
+    name = world.name[len("jetrover_"):] if world.name.startswith("jetrover_") else world.name
+    return f"jetrover_{name}"
+
+
+def _parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--verifier expects KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark from parsed arguments; 0 on success, 2 on bad input."""
+    try:
+        world = load_world(args.scenario)
+        cfg = BenchConfig(episodes=args.episodes, seed=args.seed, max_steps=args.max_steps,
+                          look_frames=args.look_frames, task_start=args.task_start,
+                          verifier=_parse_overrides(args.verifier)).validate()
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
+        return 2
+    modes = MODES if args.mode == "all" else (args.mode,)
+    try:
+        doc = run_benchmark(world, modes, cfg, args.planner)
+    except Exception as exc:  # e.g. the LLM cannot be loaded
+        from glove_ros.core.llm import LlmLoadError
+
+        if isinstance(exc, (LlmLoadError, ValueError)):
+            print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
+            return 2
+        raise
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = result_stem(world)
+    jpath = out / f"{stem}.json"
+    jpath.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    ppath = out / f"{stem}.png"
+    write_plot(doc, ppath)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(format_table(doc))
+        print(f"wrote {jpath} and {ppath}")
+    return 0
