@@ -6,6 +6,8 @@ Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
 * ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
 * ``memory``   inspect an experience-memory database: stats, query, explain
 * ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
+* ``launch``   start a deployment's nodes as processes (what ``ros2 launch`` does there)
+* ``sdf``      write the Gazebo SDF world generated from a world file
 * ``doctor``   check this environment: ROS 2, generated interfaces, models, discovery
 
 The core and benchmark subcommands work from ``pip install .`` without ROS; ``node`` and
@@ -109,6 +111,30 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("ros_args", nargs=argparse.REMAINDER)
         p.set_defaults(func=_run_node)
 
+    from glove_ros import graph
+
+    p = sub.add_parser(
+        "launch", help="start a deployment's nodes as processes (no ros2 launch needed)",
+        description="Start every node of a deployment (glove_ros/graph.py) as its own process "
+        "with the deployment's parameter file, like 'ros2 launch glove_ros NAME.launch.py'. "
+        "Ctrl-C stops them all. Deployments: " + "; ".join(
+            f"{d.name}: {d.description}" for d in graph.DEPLOYMENTS.values()),
+    )
+    p.add_argument("deployment", choices=sorted(graph.DEPLOYMENTS))
+    p.add_argument("--params-file", help="parameter file (default: config/<deployment>.yaml)")
+    p.add_argument("--namespace", default="", help="robot namespace, e.g. /jetrover_1")
+    p.set_defaults(func=_launch)
+
+    if _module_exists("glove_ros.core.sdf"):
+        p = sub.add_parser("sdf", help="write the Gazebo SDF world of a world file",
+                           description="Generate an SDF 1.9 world (walls, coloured blocks, "
+                           "waypoint markers) from a glove_ros world file for gz sim.")
+        p.add_argument("world", help="world file or bundled world name")
+        p.add_argument("-o", "--output", help="output .sdf file (default: stdout)")
+        p.add_argument("--episode", type=int, default=0,
+                       help="apply the world's events up to this episode first")
+        p.set_defaults(func=_sdf)
+
     p = sub.add_parser("doctor", help="check ROS 2, interfaces, models and DDS settings")
     p.set_defaults(func=_doctor)
     return parser
@@ -117,6 +143,58 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_node(args: argparse.Namespace) -> int:
     mod = importlib.import_module(f"glove_ros.nodes.{args.name}_node")
     return int(mod.main([sys.argv[0], *args.ros_args]) or 0)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    """Start the deployment's nodes; wait until one exits or Ctrl-C; stop the rest."""
+    import signal
+    import time
+
+    from glove_ros import graph
+    from glove_ros.paths import resolve_config
+
+    dep = graph.deployment(args.deployment)
+    params = args.params_file or str(resolve_config(dep.config))
+    procs = []
+    for spec in dep.nodes:
+        cmd = graph.process_command(spec, params, namespace=args.namespace)
+        print(f"[launch] {spec.name}: {' '.join(cmd[2:])}")
+        procs.append((spec.name, subprocess.Popen(cmd)))
+    code = 0
+    try:
+        while all(p.poll() is None for _, p in procs):
+            time.sleep(0.2)
+        for name, p in procs:
+            if p.poll() is not None:
+                print(f"[launch] {name} exited with {p.returncode}; stopping the others")
+                code = p.returncode or 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for _, p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for _, p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return code
+
+
+def _sdf(args: argparse.Namespace) -> int:
+    from glove_ros.core.sdf import world_to_sdf
+    from glove_ros.core.world import load_world
+    from glove_ros.paths import resolve_world
+
+    text = world_to_sdf(load_world(resolve_world(args.world)), episode=args.episode)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

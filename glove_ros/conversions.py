@@ -19,6 +19,7 @@ from glove_ros.core.experience import (
     MemoryEntry,
     MemoryEvent,
     Source,
+    Status,
     Transition,
 )
 from glove_ros.msg import MemoryEntry as MemoryEntryMsg
@@ -109,6 +110,20 @@ def entry_to_msg(entry: MemoryEntry) -> MemoryEntryMsg:
         valid_until=time_from_seconds(entry.valid_until),
         reason=entry.reason,
         replaced_by=int(entry.replaced_by or 0),
+    )
+
+
+def entry_from_msg(msg: MemoryEntryMsg) -> MemoryEntry:
+    """glove_ros/MemoryEntry -> core MemoryEntry (the planner's view of retrieved memory)."""
+    until = seconds_from_time(msg.valid_until)
+    return MemoryEntry(
+        id=int(msg.id),
+        transition=transition_from_msg(msg.transition),
+        status=Status(msg.status),
+        valid_from=seconds_from_time(msg.valid_from),
+        valid_until=until if until > 0 else None,
+        reason=msg.reason,
+        replaced_by=int(msg.replaced_by) or None,
     )
 
 

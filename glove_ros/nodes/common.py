@@ -18,6 +18,14 @@ from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 
 
+def latched_qos(depth: int = 1) -> Any:
+    """QoS for state topics (``current_waypoint``, ``docked``): late joiners get the last value."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=depth, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                      reliability=ReliabilityPolicy.RELIABLE)
+
+
 @dataclass(frozen=True)
 class Param:
     """One ROS parameter: name, default value and the description shown by `ros2 param`."""
@@ -133,6 +141,7 @@ class Progress:
 
 __all__ = [
     "LifecycleState",
+    "latched_qos",
     "Param",
     "Progress",
     "TransitionCallbackReturn",

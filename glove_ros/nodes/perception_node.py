@@ -24,7 +24,14 @@ from std_msgs.msg import String
 
 from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig, make_detector
 from glove_ros.msg import Detection, DetectionArray
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    latched_qos,
+    param_values,
+    run,
+    validating_callback,
+)
 
 PARAMS = (
     Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
@@ -111,7 +118,7 @@ class PerceptionNode(LifecycleNode):
         self._pub = self.create_publisher(DetectionArray, "detections", 10)
         self._handles = [
             self.create_subscription(Image, "camera/image_raw", self._on_image, 2),
-            self.create_subscription(String, "current_waypoint", self._on_waypoint, 10),
+            self.create_subscription(String, "current_waypoint", self._on_waypoint, latched_qos()),
         ]
         self.get_logger().info(f"perception active with the {backend} backend")
         return super().on_activate(state)

@@ -1,0 +1,488 @@
+"""Planner node: the JetRover task agent with a local LLM, memory-driven.
+
+Takes tasks ("find the red block", or "return to the dock" to charge) through the
+``run_task`` action, decides each next
+waypoint with :class:`glove_ros.core.agent.TaskAgent` (GreedyPlanner or LlmPlanner over
+llama.cpp, JSON-schema constrained to valid waypoints; invalid or slow output falls back
+to greedy and is counted), drives with the ``navigate_to_waypoint`` action, looks by
+fusing a few perception frames, and records every transition through the memory's
+``record_transition`` service (acknowledged before the next decision reads memory).
+
+It also serves the ``probe`` action for synchronous GLOVE verification: repeat a
+(state, action) and report outcomes. Probes wait until the running task has finished,
+so the robot is never driven by two masters.
+
+Interfaces (relative names):
+  act  run_task              glove_ros/RunTask (server; feedback per step; cancel)
+  act  probe                 glove_ros/Probe (server)
+  act  navigate_to_waypoint  glove_ros/NavigateToWaypoint (client)
+  srv  query_memory, record_transition, reverify_negatives, dock (clients)
+  sub  detections            glove_ros/DetectionArray
+  sub  odom                  nav_msgs/Odometry (pose stamped on transitions)
+  pub  current_waypoint      std_msgs/String ("" while driving; perception tags frames)
+  pub  task_outcomes         glove_ros/TaskOutcome (one per finished task, for the updater)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from nav_msgs.msg import Odometry
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from glove_ros import conversions as conv
+from glove_ros.action import NavigateToWaypoint, Probe, RunTask
+from glove_ros.core.agent import (
+    AgentConfig,
+    Finish,
+    GreedyPlanner,
+    LlmPlanner,
+    LlmPlannerConfig,
+    Look,
+    NavigateTo,
+    TaskAgent,
+    WorldMap,
+)
+from glove_ros.core.experience import MemoryEntry, Transition
+from glove_ros.core.observation import LookConfig, colors_of, judge_frames
+from glove_ros.core.tasks import is_dock_task, parse_task
+from glove_ros.core.world import load_world
+from glove_ros.msg import DetectionArray, TaskOutcome
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    latched_qos,
+    param_values,
+    run,
+    validating_callback,
+)
+from glove_ros.paths import resolve_world
+from glove_ros.srv import QueryMemory, RecordTransition
+
+PARAMS = (
+    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    Param("robot_id", "jetrover", "robot id stamped on every transition"),
+    Param("world", "jetrover_maze", "map the robot knows (waypoints and corridors only)",
+          read_only=True),
+    Param("start_waypoint", "", "where the robot stands at start ('' = the map's dock)",
+          read_only=True),
+    Param("planner", "greedy", "'greedy' or 'llm' (local GGUF through llama.cpp)",
+          read_only=True),
+    Param("llm.model_path", "", "GGUF file; '' = bundled SmolLM2-135M-Instruct Q4_1",
+          read_only=True),
+    Param("llm.n_ctx", 2048, "LLM context window, tokens", read_only=True),
+    Param("llm.n_threads", 0, "llama.cpp CPU threads (0 = automatic)", read_only=True),
+    Param("llm.n_gpu_layers", 0, "layers offloaded to the GPU (Jetson CUDA build); -1 = all",
+          read_only=True),
+    Param("llm.max_tokens", 32, "bound on generated tokens per decision"),
+    Param("llm.timeout_s", 20.0, "a slower decision falls back to greedy"),
+    Param("llm.max_prompt_tokens", 400, "prompt budget; memory lines dropped to fit"),
+    Param("max_steps", 30, "actions per task before it fails"),
+    Param("look.frames", 3, "perception frames fused into one look"),
+    Param("look.min_count", 2, "a colour counts when seen in at least this many of the frames"),
+    Param("look.timeout", 10.0, "wall seconds to wait for look frames"),
+    Param("nav_timeout", 120.0, "wall seconds to wait for one navigation"),
+    Param("reverify_on_stuck", True, "ask memory to re-verify stale negatives when stuck"),
+)
+
+
+def validate(values: dict[str, Any]) -> None:
+    """Refuse parameter values the planner cannot work with."""
+    if values["planner"] not in ("greedy", "llm"):
+        raise ValueError(f"planner must be 'greedy' or 'llm', got '{values['planner']}'")
+    if int(values["max_steps"]) < 1:
+        raise ValueError("max_steps must be >= 1")
+    if int(values["look.frames"]) < 1:
+        raise ValueError("look.frames must be >= 1")
+    LookConfig(frames=int(values["look.frames"]), min_count=int(values["look.min_count"]),
+               min_frames=1).validate()
+    for key in ("look.timeout", "nav_timeout", "llm.timeout_s"):
+        if float(values[key]) <= 0:
+            raise ValueError(f"{key} must be > 0 seconds")
+    LlmPlannerConfig(max_prompt_tokens=int(values["llm.max_prompt_tokens"]),
+                     max_tokens=int(values["llm.max_tokens"]),
+                     timeout_s=float(values["llm.timeout_s"])).validate()
+
+
+def _wait(future: Any, timeout: float) -> Any:
+    """Block this (worker) thread until an rclpy future is done; None on timeout."""
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout):
+        return None
+    return future.result()
+
+
+class ServiceMemoryView:
+    """:class:`MemoryView` over the memory node's ``query_memory`` service."""
+
+    def __init__(self, node: PlannerNode) -> None:
+        self._node = node
+
+    def trusted(self, state_key: str | None = None, action: str | None = None
+                ) -> list[MemoryEntry]:
+        req = QueryMemory.Request(state_key=state_key or "", action=action or "",
+                                  max_results=100000)
+        resp = self._node.call(self._node.query_client, req, 10.0)
+        if resp is None:
+            raise RuntimeError("query_memory did not answer")
+        return [conv.entry_from_msg(e) for e in resp.entries]
+
+
+class PlannerNode(LifecycleNode):
+    """Runs tasks with the task agent; serves probes between tasks."""
+
+    def __init__(self) -> None:
+        super().__init__("planner")
+        declare_params(self, PARAMS)
+        self.add_on_set_parameters_callback(validating_callback(self, PARAMS, validate))
+        self._group = ReentrantCallbackGroup()
+        self._robot = threading.Lock()  # one master drives the robot at a time
+        self._frames_lock = threading.Condition()
+        self._frames: list[DetectionArray] = []
+        self._pose: tuple[float, float, float] | None = None
+        self._agent: TaskAgent | None = None
+        self._map: WorldMap | None = None
+        self._servers: list[Any] = []
+        self._handles: list[Any] = []
+        self._wp_pub = None
+        self._outcome_pub = None
+        self._at = ""
+        self._llm: Any = None
+        self._fallbacks_before = 0
+
+    # lifecycle -------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        values = param_values(self, PARAMS)
+        try:
+            validate(values)
+            world = load_world(resolve_world(str(values["world"])))
+            self._map = WorldMap.from_world(world)
+            start = str(values["start_waypoint"]) or self._map.dock
+            if not self._map.has(start):
+                raise ValueError(f"start_waypoint '{start}' is not on the map")
+        except (ValueError, FileNotFoundError) as exc:
+            self.get_logger().error(f"cannot configure planner: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self._at = start
+        self._colors = tuple(sorted(world.colors))
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        values = param_values(self, PARAMS)
+        assert self._map is not None
+        planner: Any = GreedyPlanner()
+        if values["planner"] == "llm":
+            try:
+                from glove_ros.core.llm import LlamaBackend, LlmConfig
+
+                cfg = LlmConfig(model_path=str(values["llm.model_path"]),
+                                n_ctx=int(values["llm.n_ctx"]),
+                                n_threads=int(values["llm.n_threads"]),
+                                n_gpu_layers=int(values["llm.n_gpu_layers"]),
+                                max_tokens=int(values["llm.max_tokens"]),
+                                timeout_s=float(values["llm.timeout_s"]))
+                t0 = time.monotonic()
+                self._llm = LlamaBackend(cfg).load()
+                self.get_logger().info(f"LLM loaded from {cfg.resolved_model_path()} in "
+                                       f"{time.monotonic() - t0:.1f}s")
+            except Exception as exc:  # missing model, not a GGUF, llama_cpp absent
+                self.get_logger().error(f"cannot load the LLM: {exc}")
+                return TransitionCallbackReturn.FAILURE
+            planner = LlmPlanner(self._llm, LlmPlannerConfig(
+                max_prompt_tokens=int(values["llm.max_prompt_tokens"]),
+                max_tokens=int(values["llm.max_tokens"]),
+                timeout_s=float(values["llm.timeout_s"])))
+        g = self._group
+        self.query_client = self.create_client(QueryMemory, "query_memory", callback_group=g)
+        self.record_client = self.create_client(RecordTransition, "record_transition",
+                                                callback_group=g)
+        self.reverify_client = self.create_client(Trigger, "reverify_negatives",
+                                                  callback_group=g)
+        self.dock_client = self.create_client(Trigger, "dock", callback_group=g)
+        self.nav_client = ActionClient(self, NavigateToWaypoint, "navigate_to_waypoint",
+                                       callback_group=g)
+        self._wp_pub = self.create_publisher(String, "current_waypoint", latched_qos())
+        self._outcome_pub = self.create_publisher(TaskOutcome, "task_outcomes", 10)
+        self._handles = [
+            self.create_subscription(DetectionArray, "detections", self._on_detections, 10,
+                                     callback_group=g),
+            self.create_subscription(Odometry, "odom", self._on_odom, 10, callback_group=g),
+        ]
+        self._agent = TaskAgent(
+            self._map, planner, ServiceMemoryView(self), str(values["robot_id"]),
+            config=AgentConfig(max_steps=int(values["max_steps"]),
+                               reverify_on_stuck=bool(values["reverify_on_stuck"])),
+            reverify=self._reverify if values["reverify_on_stuck"] else None,
+            start_waypoint=self._at,
+        )
+        self._servers = [
+            ActionServer(self, RunTask, "run_task", self._execute_task, callback_group=g,
+                         goal_callback=lambda _g: GoalResponse.ACCEPT,
+                         cancel_callback=lambda _g: CancelResponse.ACCEPT),
+            ActionServer(self, Probe, "probe", self._execute_probe, callback_group=g,
+                         cancel_callback=lambda _g: CancelResponse.ACCEPT),
+        ]
+        self._publish_waypoint(self._at)
+        self.get_logger().info(f"planner active ({values['planner']}), robot at '{self._at}'")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        for server in self._servers:
+            server.destroy()
+        self._servers = []
+        for h in self._handles:
+            self.destroy_subscription(h)
+        self._handles = []
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+        return super().on_deactivate(state)
+
+    # plumbing --------------------------------------------------------------------------
+    def call(self, client: Any, request: Any, timeout: float) -> Any:
+        """Synchronous service call from a worker thread; None when unavailable/timeout."""
+        if not client.wait_for_service(timeout_sec=min(timeout, 5.0)):
+            self.get_logger().error(f"service {client.srv_name} not available")
+            return None
+        return _wait(client.call_async(request), timeout)
+
+    def _publish_waypoint(self, waypoint: str) -> None:
+        self._at = waypoint or self._at
+        if self._wp_pub is not None:
+            self._wp_pub.publish(String(data=waypoint))
+
+    def _on_odom(self, msg: Odometry) -> None:
+        self._pose = conv.pose2d_from_pose(msg.pose.pose)
+
+    def _on_detections(self, msg: DetectionArray) -> None:
+        with self._frames_lock:
+            self._frames.append(msg)
+            del self._frames[:-50]
+            self._frames_lock.notify_all()
+
+    def _reverify(self, keys: list[tuple[str, str, str]]) -> bool:
+        resp = self.call(self.reverify_client, Trigger.Request(), 10.0)
+        if resp is None:
+            return False
+        self.get_logger().info(f"asked memory to re-verify stale negatives: {resp.message}")
+        return bool(resp.success)
+
+    def _record(self, transitions: list[Transition]) -> list[tuple[Any, int]]:
+        """Record through the memory service; returns (msg, id) pairs (id 0: not stored)."""
+        out = []
+        for t in transitions:
+            msg = conv.transition_to_msg(t)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            resp = self.call(self.record_client, RecordTransition.Request(transition=msg), 10.0)
+            if resp is None or not resp.accepted:
+                why = "memory not answering" if resp is None else resp.message
+                self.get_logger().error(f"transition not recorded ({why}): {t.key} {t.outcome}")
+            out.append((msg, int(resp.id) if resp is not None and resp.accepted else 0))
+        return out
+
+    # robot primitives ------------------------------------------------------------------
+    def _navigate(self, waypoint: str, avoid: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
+        """Drive to ``waypoint``; returns (outcome, final waypoint)."""
+        self._publish_waypoint("")
+        if not self.nav_client.wait_for_server(timeout_sec=5.0):
+            self.get_logger().error("navigate_to_waypoint server not available")
+            return "unavailable", self._at
+        goal = NavigateToWaypoint.Goal(waypoint=waypoint,
+                                       avoid_edges=[f"{a}:{b}" for a, b in avoid])
+        handle = _wait(self.nav_client.send_goal_async(goal), 10.0)
+        if handle is None or not handle.accepted:
+            return "rejected", self._at
+        timeout = float(self.get_parameter("nav_timeout").value)
+        res = _wait(handle.get_result_async(), timeout)
+        if res is None:
+            _wait(handle.cancel_goal_async(), 5.0)
+            return "timeout", self._at
+        result = res.result
+        final = result.final_waypoint or self._at
+        self._publish_waypoint(final)
+        return result.outcome, final
+
+    def _look(self, waypoint: str) -> str | None:
+        """Fuse fresh frames at ``waypoint`` into one outcome signature; None if no frames."""
+        n = int(self.get_parameter("look.frames").value)
+        timeout = float(self.get_parameter("look.timeout").value)
+        config = LookConfig(frames=n, min_count=int(self.get_parameter("look.min_count").value),
+                            min_frames=1)
+        sets: list[frozenset[str]] = []
+        self._publish_waypoint(waypoint)
+        with self._frames_lock:
+            self._frames.clear()  # only frames taken after arrival count
+        end = time.monotonic() + timeout
+        used = 0
+        skipped_first = False
+        while used < n and time.monotonic() < end:
+            with self._frames_lock:
+                if not self._frames:
+                    self._frames_lock.wait(0.2)
+                    continue
+                frame = self._frames.pop(0)
+            if frame.waypoint != waypoint:
+                continue
+            if not skipped_first:  # may have been taken before the robot stopped
+                skipped_first = True
+                continue
+            sets.append(colors_of(frame.detections))
+            used += 1
+        if used == 0:
+            self.get_logger().error(f"no camera frames at '{waypoint}' within {timeout:.0f}s")
+            return None
+        return judge_frames(sets, config, waypoint).outcome
+
+    # actions ---------------------------------------------------------------------------
+    def _execute_task(self, handle: Any) -> Any:
+        goal = handle.request
+        result = RunTask.Result()
+        agent = self._agent
+        assert agent is not None
+        if is_dock_task(goal.task):
+            return self._execute_dock(handle)
+        try:
+            task = parse_task(goal.task, goal.task_id, self._colors)
+        except ValueError as exc:
+            self.get_logger().warn(str(exc))
+            result.success, result.reason = False, "invalid_task"
+            handle.abort()
+            return result
+        recorded: list[tuple[Any, int]] = []
+        with self._robot:
+            agent.start(task, at_waypoint=self._at, pose=self._pose)
+            step = 0
+            finish: Finish | None = None
+            while finish is None:
+                if handle.is_cancel_requested:
+                    finish = Finish(False, "cancelled")
+                    break
+                action = agent.next_action()
+                if isinstance(action, Finish):
+                    finish = action
+                    break
+                step += 1
+                if isinstance(action, NavigateTo):
+                    outcome, final = self._navigate(action.waypoint, action.avoid_edges)
+                    ts = agent.on_navigation(outcome, final, self._pose)
+                    last = f"navigate_to {action.waypoint}: {outcome}"
+                elif isinstance(action, Look):
+                    sig = self._look(action.waypoint)
+                    if sig is None:
+                        finish = Finish(False, "camera_timeout")
+                        break
+                    ts = agent.on_look(sig)
+                    last = f"look at {action.waypoint}: {sig}"
+                else:  # pragma: no cover - the agent has no other actions
+                    raise RuntimeError(f"unknown agent action {action!r}")
+                recorded += self._record(ts)
+                handle.publish_feedback(RunTask.Feedback(step=step, current_waypoint=self._at,
+                                                         last_action=last))
+        report = agent.report
+        result.success, result.reason = bool(finish.success), finish.reason
+        result.steps = int(report.steps if report else step)
+        result.found_at = report.found_at if report else ""
+        result.llm_fallbacks = int(report.fallbacks if report else 0)
+        outcome = TaskOutcome(
+            robot_id=str(self.get_parameter("robot_id").value), episode_id=task.id,
+            task=goal.task, target=task.color, success=result.success, reason=result.reason,
+            found_at=result.found_at, steps=result.steps, llm_fallbacks=result.llm_fallbacks,
+            transitions=[m for m, _ in recorded], transition_ids=[i for _, i in recorded])
+        outcome.header.stamp = self.get_clock().now().to_msg()
+        if self._outcome_pub is not None:
+            self._outcome_pub.publish(outcome)
+        self.get_logger().info(
+            f"task '{goal.task}' ({goal.task_id}): {'success' if finish.success else 'FAILED'}"
+            f" ({finish.reason}) in {result.steps} steps"
+            + (f", {result.llm_fallbacks} LLM fallbacks" if result.llm_fallbacks else ""))
+        if finish.reason == "cancelled":
+            handle.canceled()
+        elif finish.success:
+            handle.succeed()
+        else:
+            handle.abort()
+        return result
+
+    def _execute_dock(self, handle: Any) -> Any:
+        """Drive to the map's dock and start charging (the ``dock`` service)."""
+        assert self._map is not None and self._agent is not None
+        result = RunTask.Result()
+        dock = self._map.dock
+        with self._robot:
+            outcome, final = (("reached", self._at) if self._at == dock
+                              else self._navigate(dock))
+            self._agent.relocate(final or self._at, self._pose)
+            docked = None
+            if outcome == "reached":
+                docked = self.call(self.dock_client, Trigger.Request(), 10.0)
+        result.success = bool(docked is not None and docked.success)
+        result.reason = "docked" if result.success else (
+            f"navigation to the dock: {outcome}" if outcome != "reached"
+            else "dock service refused or absent")
+        result.found_at = dock if result.success else ""
+        self.get_logger().info(f"return to dock: {result.reason}")
+        if result.success:
+            handle.succeed()
+        else:
+            handle.abort()
+        return result
+
+    def _execute_probe(self, handle: Any) -> Any:
+        goal = handle.request
+        result = Probe.Result()
+        outcomes: list[str] = []
+        with self._robot:  # after the running task
+            for i in range(int(goal.samples)):
+                if handle.is_cancel_requested:
+                    break
+                outcome = self._probe_once(goal.state_key, goal.action, goal.action_arg)
+                if outcome is None:
+                    result.message = f"probe {i + 1} could not be carried out"
+                    break
+                outcomes.append(outcome)
+                handle.publish_feedback(Probe.Feedback(done=len(outcomes), last_outcome=outcome))
+            if self._agent is not None and not self._agent.active:
+                self._agent.relocate(self._at, self._pose)
+        result.outcomes = outcomes
+        result.completed = len(outcomes) == int(goal.samples)
+        if result.completed:
+            handle.succeed()
+        elif handle.is_cancel_requested:
+            handle.canceled()
+        else:
+            handle.abort()
+        self.get_logger().info(f"probe ({goal.state_key}, {goal.action} {goal.action_arg}): "
+                               f"{outcomes}")
+        return result
+
+    def _probe_once(self, state_key: str, action: str, action_arg: str) -> str | None:
+        assert self._map is not None
+        if not self._map.has(state_key):
+            return None
+        if self._at != state_key:
+            outcome, _ = self._navigate(state_key)
+            if outcome != "reached":
+                return None
+        if action == "look":
+            return self._look(state_key)
+        if action == "navigate_to" and self._map.has(action_arg):
+            outcome, _ = self._navigate(action_arg)
+            return outcome if outcome in ("reached", "blocked") else None
+        return None
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Run the planner node."""
+    return run(PlannerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Gazebo (gz sim): the world generated from a glove_ros world file, bridged to ROS.
+
+  glove-ros sdf worlds/jetrover_maze.yaml -o /tmp/jetrover_maze.sdf
+  ros2 launch glove_ros gazebo.launch.py sdf:=/tmp/jetrover_maze.sdf
+
+Starts gz sim on the SDF, ros_gz_bridge for the camera, odometry and cmd_vel, and the
+glove_ros perception, memory, verifier and planner nodes (config/gazebo.yaml). Your robot
+model and navigation stack must serve `navigate_to_waypoint`.
+"""
+
+import os
+import sys
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, ExecuteProcess
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+sys.path.insert(0, os.path.dirname(__file__))
+from glove_common import config_path, glove_nodes  # noqa: E402
+
+
+def generate_launch_description():
+    bridge = Node(
+        package="ros_gz_bridge",
+        executable="parameter_bridge",
+        arguments=[
+            "/camera/image_raw@sensor_msgs/msg/Image[gz.msgs.Image",
+            "/odom@nav_msgs/msg/Odometry[gz.msgs.Odometry",
+            "/cmd_vel@geometry_msgs/msg/Twist]gz.msgs.Twist",
+            "/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock",
+        ],
+        output="screen",
+    )
+    return LaunchDescription([
+        DeclareLaunchArgument("sdf", description="SDF world written by `glove-ros sdf`"),
+        DeclareLaunchArgument("params_file", default_value=config_path("gazebo.yaml"),
+                              description="parameter file (one section per node)"),
+        DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
+        ExecuteProcess(cmd=["gz", "sim", "-r", LaunchConfiguration("sdf")], output="screen"),
+        bridge,
+        *glove_nodes("gazebo", LaunchConfiguration("params_file")),
+    ])

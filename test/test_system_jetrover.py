@@ -1,0 +1,118 @@
+"""The whole JetRover graph over DDS on the small world: five node processes.
+
+simulator -> camera -> perception -> detections -> planner -> record_transition -> memory
+(+ GLOVE) and the verifier node. What must hold: the task succeeds, the block swap is
+detected as dissonance, the stale look memory is no longer retrieved, the task succeeds
+again afterwards; an unknown task is rejected cleanly; the demo command prints its table.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
+
+
+def _run_task(client, text: str, task_id: str, timeout: float = 120.0):
+    from glove_ros.action import RunTask
+
+    done = threading.Event()
+    holder: dict = {}
+
+    def on_result(fut):
+        holder["result"] = fut.result().result
+        done.set()
+
+    def on_goal(fut):
+        handle = fut.result()
+        if not handle.accepted:
+            done.set()
+            return
+        handle.get_result_async().add_done_callback(on_result)
+
+    client.send_goal_async(RunTask.Goal(task=text, task_id=task_id)).add_done_callback(on_goal)
+    assert done.wait(timeout), f"task {text!r} did not finish in {timeout}s"
+    return holder["result"]
+
+
+@pytest.fixture
+def graph(tmp_path):
+    common = {"use_sim_time": True}
+    procs = [
+        NodeProcess("glove_ros.nodes.simulator_node", tmp_path,
+                    {"world": "small", "time_scale": 20.0, "camera_rate": 10.0}),
+        NodeProcess("glove_ros.nodes.perception_node", tmp_path, {**common}),
+        NodeProcess("glove_ros.nodes.memory_node", tmp_path, {
+            **common, "db_path": str(tmp_path / "m.db"), "verifier.p_th": 2}),
+        NodeProcess("glove_ros.nodes.verifier_node", tmp_path, {**common}),
+        NodeProcess("glove_ros.nodes.planner_node", tmp_path, {
+            **common, "world": "small", "robot_id": "rover"}),
+    ]
+    yield procs
+    for p in procs:
+        p.stop()
+
+
+def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
+    from rclpy.action import ActionClient
+    from std_msgs.msg import UInt32
+
+    from glove_ros.action import RunTask
+    from glove_ros.msg import DetectionArray, DissonanceAlert, TaskOutcome
+    from glove_ros.srv import QueryMemory
+
+    def logs():
+        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in graph)
+
+    with ros_client() as node:
+        alerts, outcomes, frames = [], [], []
+        node.create_subscription(DissonanceAlert, "dissonance", alerts.append, 10)
+        node.create_subscription(TaskOutcome, "task_outcomes", outcomes.append, 10)
+        node.create_subscription(DetectionArray, "detections", frames.append, 10)
+        episode = node.create_publisher(UInt32, "episode_start", 10)
+        client = ActionClient(node, RunTask, "run_task")
+        query = node.create_client(QueryMemory, "query_memory")
+        assert client.wait_for_server(timeout_sec=60), logs()
+        wait_for(lambda: len(frames) > 0 and node.count_subscribers("episode_start") > 0,
+                 60, "perception output", logs)
+
+        # source world: red is in room_a; find it twice (learn, then recall)
+        for i in range(2):
+            r = _run_task(client, "find the red block", f"t{i}")
+            assert r.success and r.found_at == "room_a", (r.reason, logs())
+        remembered = call(node, query, QueryMemory.Request(state_key="room_a", action="look"))
+        assert {e.transition.outcome for e in remembered.entries} == {"colors=red"}
+
+        # the blocks swap (episode 3 of worlds/small.yaml): blue is now in room_a
+        episode.publish(UInt32(data=3))
+        time.sleep(0.5)
+        results = [_run_task(client, "find the red block", f"t{2 + i}") for i in range(3)]
+        wait_for(lambda: len(alerts) >= 1, 20, "dissonance alert", logs)
+        assert {a.state_key for a in alerts} <= {"room_a", "room_b"}
+        assert all(r.success for r in results[1:]), [(r.reason, r.found_at) for r in results]
+        assert results[-1].found_at == "room_b"
+
+        # the stale memory (red in room_a) is no longer retrieved; history keeps it
+        trusted = call(node, query, QueryMemory.Request(state_key="room_a", action="look"))
+        assert "colors=red" not in {e.transition.outcome for e in trusted.entries}
+        everything = call(node, query, QueryMemory.Request(state_key="room_a", action="look",
+                                                           include_suppressed=True))
+        assert "colors=red" in {e.transition.outcome for e in everything.entries}
+
+        wait_for(lambda: len(outcomes) >= 5, 10, "task outcomes")
+        assert outcomes[0].transitions and len(outcomes[0].transitions) == len(
+            outcomes[0].transition_ids)
+        assert all(i > 0 for o in outcomes for i in o.transition_ids)
+
+        bad = _run_task(client, "dance the tango", "bad")
+        assert not bad.success and bad.reason == "invalid_task"
+        ok = _run_task(client, "find the blue block", "after_bad")
+        assert ok.success  # a rejected task leaves the planner working
+    for p in graph:
+        assert p.alive(), f"{p.name} died:\n{p.log()}"
