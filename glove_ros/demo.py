@@ -120,7 +120,9 @@ def main(args: argparse.Namespace) -> int:
     overrides = {
         "simulator": sim_over,
         "memory": {"db_path": str(db), "verifier.mode": args.mode},
-        "planner": {"world": str(world_path), "planner": args.planner},
+        "planner": {"world": str(world_path), "planner": args.planner, "plan_db_path": str(db)},
+        "plan_gate": {"db_path": str(db), "world": str(world_path)},
+        "consolidation": {"db_path": str(db)},
     }
     dep = graph.deployment("sim")
     print(f"glove_ros demo: world '{world.name}', {episodes} episodes, planner {args.planner}, "
@@ -155,6 +157,7 @@ def main(args: argparse.Namespace) -> int:
     (out / "demo.json").write_text(json.dumps(doc, indent=2))
     print()
     print(_table(summary))
+    print(_extras(counters))
     _plot(rows, static, world, out / "demo.png")
     print(f"\nwall time {wall:.0f}s; wrote {out / 'demo.json'}, {out / 'demo.png'}, {db}")
     return 0
@@ -169,7 +172,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     from std_msgs.msg import String, UInt32
 
     from glove_ros.action import RunTask
-    from glove_ros.msg import DetectionArray, DissonanceAlert, MemoryEvent
+    from glove_ros.msg import DetectionArray, DissonanceAlert, GateDecision, MemoryEvent
 
     rclpy.init()
     node = rclpy.create_node("glove_demo")
@@ -179,7 +182,10 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     spinner.start()
     lock = threading.Lock()
     counters: dict[str, Any] = {"alerts": [], "suppressed": 0, "replaced": 0,
-                                "world_events": [], "verifier_status": {}}
+                                "world_events": [], "verifier_status": {},
+                                "gate": {"accepted_direct": 0, "accepted_compared": 0,
+                                         "rejected": 0},
+                                "consolidations": []}
 
     def on_alert(m: DissonanceAlert) -> None:
         with lock:
@@ -202,6 +208,18 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             counters["world_events"].append(m.data)
         print(f"    * world event: {m.data}")
 
+    def on_gate(m: GateDecision) -> None:
+        with lock:
+            counters["gate"][["accepted_direct", "accepted_compared", "rejected"][m.verdict]] += 1
+
+    def on_consolidation(m: String) -> None:
+        report = json.loads(m.data)
+        with lock:
+            counters["consolidations"].append(report)
+        print(f"    ~ dock-time consolidation: {report.get('status', report.get('message', ''))}"
+              f" ({report.get('entries_before', '?')} -> {report.get('entries_after', '?')} "
+              "plan-memory entries)")
+
     def on_status(m: String) -> None:
         with lock:
             counters["verifier_status"] = json.loads(m.data)
@@ -210,6 +228,8 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     node.create_subscription(MemoryEvent, "memory_events", on_event, 200)
     node.create_subscription(String, "world_events", on_world, 50)
     node.create_subscription(String, "verifier_status", on_status, 10)
+    node.create_subscription(GateDecision, "gate_decisions", on_gate, 50)
+    node.create_subscription(String, "consolidation_report", on_consolidation, 10)
     battery = {"level": 1.0}
 
     def on_battery(m: BatteryState) -> None:
@@ -322,6 +342,20 @@ def _summarise(rows: list[dict[str, Any]], phases: list[dict[str, Any]],
     out.append({"phase": "probes (verifier node)",
                 "probes": counters.get("verifier_status", {}).get("probes_spent", 0)})
     return out
+
+
+def _extras(counters: dict[str, Any]) -> str:
+    gate = counters.get("gate", {})
+    cons = counters.get("consolidations", [])
+    lines = [f"plan-memory updates (Janus gate): {gate.get('accepted_direct', 0)} accepted "
+             f"directly, {gate.get('accepted_compared', 0)} accepted after comparison, "
+             f"{gate.get('rejected', 0)} rejected",
+             f"dockings: {counters.get('dockings', 0)}; dock-time consolidations: {len(cons)}"]
+    for c in cons:
+        lines.append("  " + ", ".join(f"{k}={c[k]}" for k in (
+            "status", "entries_before", "entries_after", "tokens_before", "tokens_after")
+            if k in c))
+    return "\n".join(lines)
 
 
 def _table(summary: list[dict[str, Any]]) -> str:

@@ -46,15 +46,19 @@ MEMORY = NodeSpec("memory", "memory_node")
 VERIFIER = NodeSpec("verifier", "verifier_node")
 PLANNER = NodeSpec("planner", "planner_node")
 OBSERVER = NodeSpec("observer", "observer_node")
+PLAN_GATE = NodeSpec("plan_gate", "plan_gate_node")
+CONSOLIDATION = NodeSpec("consolidation", "consolidation_node")
 
 # HiWonder JetRover (ROS 2 Humble image): Orbbec camera and odometry topic names. Check
 # `ros2 topic list` on your robot; change them here and in config/jetrover.yaml.
 JETROVER_CAMERA = "/depth_cam/rgb/image_raw"
 JETROVER_ODOM = "/odom"
+JETROVER_BATTERY = "/ros_robot_controller/battery"
 
 DEPLOYMENTS: dict[str, Deployment] = {
     "sim": Deployment(
-        "sim", "sim.yaml", (SIMULATOR, PERCEPTION, MEMORY, VERIFIER, PLANNER),
+        "sim", "sim.yaml",
+        (SIMULATOR, PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION),
         "built-in simulator: the whole stack on one machine, simulated time on /clock",
     ),
     "gazebo": Deployment(
@@ -63,6 +67,7 @@ DEPLOYMENTS: dict[str, Deployment] = {
             NodeSpec("perception", "perception_node", (("camera/image_raw", "/camera/image_raw"),)),
             MEMORY, VERIFIER,
             NodeSpec("planner", "planner_node", (("odom", "/odom"),)),
+            PLAN_GATE, CONSOLIDATION,
         ),
         "Gazebo (gz sim) world generated from a world file; ros_gz_bridge for camera, odom, "
         "cmd_vel; navigate_to_waypoint served by your navigation stack",
@@ -73,6 +78,8 @@ DEPLOYMENTS: dict[str, Deployment] = {
             NodeSpec("perception", "perception_node", (("camera/image_raw", JETROVER_CAMERA),)),
             MEMORY, VERIFIER,
             NodeSpec("planner", "planner_node", (("odom", JETROVER_ODOM),)),
+            PLAN_GATE,
+            NodeSpec("consolidation", "consolidation_node", (("battery", JETROVER_BATTERY),)),
         ),
         "the physical JetRover: async GLOVE, nothing probed by default",
     ),

@@ -178,7 +178,7 @@ class MemoryNode(LifecycleNode):
             t = conv.transition_from_msg(msg)
         except ValueError as exc:
             self._rejected += 1
-            self.get_logger().warn(f"rejected transition ({exc}); memory unchanged")
+            self.get_logger().warning(f"rejected transition ({exc}); memory unchanged")
             return False, 0, str(exc)
         if self._store is None:
             return False, 0, "memory is not configured"
@@ -235,7 +235,7 @@ class MemoryNode(LifecycleNode):
             )
             msg.header.stamp = self.get_clock().now().to_msg()
             self._alert_pub.publish(msg)
-            self.get_logger().warn(
+            self.get_logger().warning(
                 f"DISSONANCE ({a.state_key}, {a.action} {a.action_arg}): observed "
                 f"'{a.observed_outcome}' with p={a.observed_probability:.2f} after "
                 f"{a.consecutive_surprises} surprises; {len(a.suppressed_ids)} suppressed"

@@ -8,8 +8,12 @@ detection) lives in :mod:`glove_ros.core.observation`.
 
 Interfaces (relative names; remap in launch):
   sub  detections          glove_ros/DetectionArray  tagged with the waypoint by perception
-  sub  current_waypoint    std_msgs/String  only with use_current_waypoint: the robot left
-                           (for cameras that do not stream while driving)
+  sub  current_waypoint    std_msgs/String  only with use_current_waypoint: ends a stay at
+                           once when the robot leaves. Stays are already delimited by the
+                           waypoint tags of the detections (in order); use this only when the
+                           camera does not stream while driving and the same waypoint can be
+                           looked at twice in a row. A waypoint message may overtake the last
+                           detections of a stay (separate topics), cutting it short.
   pub  transitions         glove_ros/Transition  (W, "look", "colors=...") per stay
 
 Lifecycle: configure validates the parameters; activate opens the interfaces; deactivate
@@ -29,7 +33,14 @@ from glove_ros import conversions as conv
 from glove_ros.core.observation import Frame, Look, LookAggregator, LookConfig
 from glove_ros.msg import DetectionArray
 from glove_ros.msg import Transition as TransitionMsg
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    latched_qos,
+    param_values,
+    run,
+    validating_callback,
+)
 
 PARAMS = (
     Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
@@ -101,7 +112,7 @@ class ObserverNode(LifecycleNode):
                                                   self._on_detections, 50)]
         if self.get_parameter("use_current_waypoint").value:
             self._handles.append(self.create_subscription(String, "current_waypoint",
-                                                          self._on_waypoint, 10))
+                                                          self._on_waypoint, latched_qos()))
         c = self._config
         assert c is not None
         self.get_logger().info(
@@ -144,7 +155,7 @@ class ObserverNode(LifecycleNode):
             try:
                 t = look.to_transition(robot, episode, context=context)
             except ValueError as exc:  # e.g. an over-long waypoint tag: drop, keep running
-                self.get_logger().warn(f"dropped look at '{look.waypoint}': {exc}")
+                self.get_logger().warning(f"dropped look at '{look.waypoint}': {exc}")
                 continue
             self._pub.publish(conv.transition_to_msg(t))
             self.get_logger().info(

@@ -143,7 +143,7 @@ class PerceptionNode(LifecycleNode):
         except ValueError as exc:
             self._bad += 1
             if self._bad in (1, 10, 100) or self._bad % 1000 == 0:
-                self.get_logger().warn(f"dropped frame ({exc}); {self._bad} dropped so far")
+                self.get_logger().warning(f"dropped frame ({exc}); {self._bad} dropped so far")
             return
         min_conf = float(self.get_parameter("min_confidence").value)
         out = DetectionArray(backend=self._detector.backend)

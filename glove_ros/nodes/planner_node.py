@@ -84,6 +84,8 @@ PARAMS = (
     Param("llm.max_tokens", 32, "bound on generated tokens per decision"),
     Param("llm.timeout_s", 20.0, "a slower decision falls back to greedy"),
     Param("llm.max_prompt_tokens", 400, "prompt budget; memory lines dropped to fit"),
+    Param("plan_db_path", "", "plan memory (Janus-gated) read as a prior at each task start; "
+          "'' = none", read_only=True),
     Param("max_steps", 30, "actions per task before it fails"),
     Param("look.frames", 3, "perception frames fused into one look"),
     Param("look.min_count", 2, "a colour counts when seen in at least this many of the frames"),
@@ -156,6 +158,8 @@ class PlannerNode(LifecycleNode):
         self._outcome_pub = None
         self._at = ""
         self._llm: Any = None
+        self._plan_store: Any = None
+        self._planner: Any = None
         self._fallbacks_before = 0
 
     # lifecycle -------------------------------------------------------------------------
@@ -200,6 +204,18 @@ class PlannerNode(LifecycleNode):
                 max_prompt_tokens=int(values["llm.max_prompt_tokens"]),
                 max_tokens=int(values["llm.max_tokens"]),
                 timeout_s=float(values["llm.timeout_s"])))
+        self._plan_store = None
+        if values["plan_db_path"]:
+            from glove_ros.core.plan_memory import PlanMemoryStore
+            from glove_ros.core.plan_planner import PlanAwarePlanner
+
+            try:
+                self._plan_store = PlanMemoryStore(str(values["plan_db_path"]))
+            except Exception as exc:  # corrupt file: refuse to start rather than guess
+                self.get_logger().error(f"cannot open plan memory: {exc}")
+                return TransitionCallbackReturn.FAILURE
+            planner = PlanAwarePlanner(planner)
+        self._planner = planner
         g = self._group
         self.query_client = self.create_client(QueryMemory, "query_memory", callback_group=g)
         self.record_client = self.create_client(RecordTransition, "record_transition",
@@ -352,11 +368,16 @@ class PlannerNode(LifecycleNode):
         try:
             task = parse_task(goal.task, goal.task_id, self._colors)
         except ValueError as exc:
-            self.get_logger().warn(str(exc))
+            self.get_logger().warning(str(exc))
             result.success, result.reason = False, "invalid_task"
             handle.abort()
             return result
         recorded: list[tuple[Any, int]] = []
+        if self._plan_store is not None:
+            try:  # the active (deployed) plan-memory version, as the gate left it
+                self._planner.set_entries(self._plan_store.entries())
+            except Exception as exc:  # a plan-memory problem must not stop the robot
+                self.get_logger().warning(f"plan memory unreadable, planning without it: {exc}")
         with self._robot:
             agent.start(task, at_waypoint=self._at, pose=self._pose)
             step = 0

@@ -252,7 +252,7 @@ class SimulatorNode(LifecycleNode):
     def _on_goal(self, goal: Any) -> GoalResponse:
         with self._lock:
             if self._nav_busy:
-                self.get_logger().warn(f"rejecting goal '{goal.waypoint}': already navigating")
+                self.get_logger().warning(f"rejecting goal '{goal.waypoint}': already navigating")
                 return GoalResponse.REJECT
             self._nav_busy = True
         return GoalResponse.ACCEPT

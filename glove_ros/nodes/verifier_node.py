@@ -110,7 +110,7 @@ class VerifierNode(LifecycleNode):
         return {a for a in self.get_parameter("never_probe").value if a}
 
     def _on_alert(self, msg: DissonanceAlert) -> None:
-        self.get_logger().warn(
+        self.get_logger().warning(
             f"dissonance at ({msg.state_key}, {msg.action} {msg.action_arg}): saw "
             f"'{msg.observed_outcome}' (p={msg.observed_probability:.2f} over "
             f"{msg.history_size} memories), mode {msg.mode}, "
@@ -146,7 +146,7 @@ class VerifierNode(LifecycleNode):
     def _refuse(self, why: str) -> None:
         with self._lock:
             self._refused += 1
-        self.get_logger().warn(f"probe refused {why}")
+        self.get_logger().warning(f"probe refused {why}")
         self._publish_status()
 
     def _probe(self, req: ProbeRequest) -> list[str]:
@@ -180,10 +180,10 @@ class VerifierNode(LifecycleNode):
             return []
         result = holder.get("result")
         if result is None:
-            self.get_logger().warn("probe goal rejected by the robot")
+            self.get_logger().warning("probe goal rejected by the robot")
             return []
         if not result.completed:
-            self.get_logger().warn(f"probe incomplete: {result.message}")
+            self.get_logger().warning(f"probe incomplete: {result.message}")
         return list(result.outcomes)
 
     def _record(self, req: ProbeRequest, outcome: str) -> bool:

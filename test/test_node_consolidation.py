@@ -1,0 +1,212 @@
+"""The consolidation node in its own process (NodeProcess), driven over DDS.
+
+- docked=true starts a run by itself (action feedback seen on the action's feedback topic);
+  docked=false mid-run cancels it and the plan memory is exactly as before;
+- the Consolidate action on request: dry_run reports without writing, a real run commits,
+  undo_consolidation restores the memory; task outcomes go through the fast writer.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
+
+from glove_ros.core.consolidation import FastWriter  # noqa: E402
+from glove_ros.core.plan_memory import PlanMemoryStore  # noqa: E402
+from glove_ros.core.updater import EpisodeOutcome, Observation, Traversal  # noqa: E402
+
+NODE = "glove_ros.nodes.consolidation_node"
+
+
+def _fill(path, n: int = 8) -> None:
+    """n episodes: the red block at kitchen, then (after n/2) at office."""
+    with PlanMemoryStore(path) as store:
+        w = FastWriter(store)
+        tid = 0
+        for i in range(n):
+            where = "kitchen" if i < n // 2 else "office"
+            obs = (Observation("dock", (), tid + 1), Observation("hall", (), tid + 2),
+                   Observation(where, ("red",), tid + 3))
+            trav = (Traversal("dock", "hall", False, tid + 4),
+                    Traversal("hall", where, False, tid + 5))
+            tid += 5
+            w.write(EpisodeOutcome(f"ep{i:02d}", "find the red block", "red", True, where,
+                                   obs, trav))
+
+
+def _snapshot(path):
+    with PlanMemoryStore(path) as store:
+        return store.active_version, [(e.entry_id, e.name, e.body) for e in store.entries()]
+
+
+class Collector:
+    """Messages of one topic, thread-safe."""
+
+    def __init__(self, node, msg_type, topic, qos=50):
+        self.items: list = []
+        self._lock = threading.Lock()
+        node.create_subscription(msg_type, topic, self._cb, qos)
+
+    def _cb(self, msg):
+        with self._lock:
+            self.items.append(msg)
+
+    def __len__(self):
+        with self._lock:
+            return len(self.items)
+
+    def reports(self):
+        with self._lock:
+            return [json.loads(m.data) for m in self.items]
+
+
+class Repeater:
+    """Publishes a Bool at 5 Hz in the background, like a robot base does."""
+
+    def __init__(self, pub, value: bool) -> None:
+        from std_msgs.msg import Bool
+
+        self.pub, self.msg = pub, Bool(data=value)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def set(self, value: bool) -> None:
+        self.msg.data = value
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.pub.publish(self.msg)
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+
+def test_docking_starts_a_run_and_undocking_cancels_it_cleanly(tmp_path):
+    from std_msgs.msg import Bool, String
+
+    from glove_ros.action import Consolidate
+
+    db = tmp_path / "plan.db"
+    _fill(str(db), 8)
+    before = _snapshot(str(db))
+    node_proc = NodeProcess(NODE, tmp_path, {
+        "db_path": str(db), "every_k_episodes": 3, "rule.step_delay_s": 0.3})
+    try:
+        with ros_client() as node:
+            feedback = Collector(node, Consolidate.Impl.FeedbackMessage,
+                                 "consolidate/_action/feedback")
+            reports = Collector(node, String, "consolidation_report")
+            docked = node.create_publisher(Bool, "docked", 10)
+            wait_for(lambda: node.count_subscribers("docked") > 0, 20, "node subscribed",
+                     node_proc.log)
+            rep = Repeater(docked, False)
+            try:
+                time.sleep(1.0)
+                assert len(feedback) == 0  # not docked: nothing starts
+                rep.set(True)
+                wait_for(lambda: len(feedback) >= 2, 30, "consolidation feedback",
+                         node_proc.log)
+                fb = feedback.items[-1].feedback
+                assert fb.step >= 2 and fb.last_tool == "check_memory"
+                rep.set(False)
+                wait_for(lambda: len(reports) >= 1, 30, "consolidation report", node_proc.log)
+            finally:
+                rep.stop()
+            r = reports.reports()[0]
+            assert r["status"] == "cancelled" and r["reason"] == "docked", r
+            assert not r["committed"] and "memory unchanged" in r["message"]
+            assert r["entries_after"] == r["entries_before"] == len(before[1])
+    finally:
+        assert node_proc.stop() == 0, node_proc.log()
+    assert _snapshot(str(db)) == before
+    assert "undocked during consolidation: cancelling" in node_proc.log()
+
+
+def test_consolidate_action_dry_run_commit_undo_and_fast_writes(tmp_path):
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+    from std_srvs.srv import Trigger
+
+    from glove_ros.action import Consolidate
+    from glove_ros.msg import TaskOutcome, Transition
+
+    db = tmp_path / "plan.db"
+    _fill(str(db), 6)
+    before = _snapshot(str(db))
+    node_proc = NodeProcess(NODE, tmp_path, {"db_path": str(db), "every_k_episodes": 100})
+    try:
+        with ros_client() as node:
+            client = ActionClient(node, Consolidate, "consolidate")
+            assert client.wait_for_server(timeout_sec=20), node_proc.log()
+
+            def run_goal(goal):
+                fbs: list = []
+                fut = client.send_goal_async(goal, feedback_callback=fbs.append)
+                wait_for(fut.done, 20, "goal response")
+                handle = fut.result()
+                assert handle.accepted
+                res = handle.get_result_async()
+                wait_for(res.done, 60, "result", node_proc.log)
+                return res.result(), fbs
+
+            out, fbs = run_goal(Consolidate.Goal(reason="request", dry_run=True))
+            r = out.result
+            assert out.status == GoalStatus.STATUS_SUCCEEDED
+            assert not r.committed and r.message.startswith("dry run")
+            assert r.entries_before == r.entries_after == len(before[1])
+            assert fbs and fbs[-1].feedback.last_tool == "terminate"
+            assert _snapshot(str(db)) == before
+
+            out, fbs = run_goal(Consolidate.Goal(reason="request"))
+            r = out.result
+            assert r.committed, r.message
+            assert r.entries_after < r.entries_before and r.tokens_after < r.tokens_before
+            assert r.consolidation_id.startswith("consolidation-")
+            assert fbs[-1].feedback.entries_written >= 1
+            assert _snapshot(str(db)) != before
+
+            undo = node.create_client(Trigger, "undo_consolidation")
+            resp = call(node, undo, Trigger.Request())
+            assert resp.success, resp.message
+            assert _snapshot(str(db)) == before
+
+            # a finished task goes through the fast writer
+            pub = node.create_publisher(TaskOutcome, "task_outcomes", 10)
+            wait_for(lambda: node.count_subscribers("task_outcomes") > 0, 10, "subscriber")
+            msg = TaskOutcome(
+                robot_id="r1", episode_id="live_1", task="find the blue block",
+                target="blue", success=True, reason="found", found_at="lab",
+                transitions=[
+                    Transition(state_key="hall", action="navigate_to", action_arg="lab",
+                               outcome="reached", episode_id="live_1"),
+                    Transition(state_key="lab", action="look", outcome="colors=blue",
+                               episode_id="live_1"),
+                ],
+                transition_ids=[101, 102])
+            pub.publish(msg)
+
+            def written() -> bool:
+                with PlanMemoryStore(str(db)) as s:
+                    return s.entry("seen_blue_lab") is not None
+
+            wait_for(written, 20, "fast write of the task outcome", node_proc.log)
+            pub.publish(msg)  # re-delivered: not written twice
+            time.sleep(1.0)
+            with PlanMemoryStore(str(db)) as s:
+                e = s.entry("seen_blue_lab")
+                assert e.provenance.episodes == ("live_1",) and e.provenance.transitions == (102,)
+                assert s.entry("seen_blue_lab-2") is None
+                assert s.journal()[-1].trace["drives"] == [["hall", "lab", False, 101]]
+    finally:
+        assert node_proc.stop() == 0, node_proc.log()
