@@ -12,10 +12,10 @@ demo: setup
 	@source env.sh && glove-ros demo
 
 test: setup
-	@source env.sh && ruff check glove_ros test scripts && python -m pytest -ra $(PYTEST_ARGS)
+	@source env.sh && ruff check glove_ros test scripts launch && python -m pytest -ra $(PYTEST_ARGS)
 
 lint: setup
-	@source env.sh && ruff check glove_ros test scripts
+	@source env.sh && ruff check glove_ros test scripts launch
 
 clean:
 	rm -rf build install log

@@ -142,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_node(args: argparse.Namespace) -> int:
     mod = importlib.import_module(f"glove_ros.nodes.{args.name}_node")
+    if args.ros_args and args.ros_args[0] in ("-h", "--help"):
+        print((mod.__doc__ or "").strip())
+        print("\nParameters (set with --ros-args -p NAME:=VALUE or --params-file FILE):")
+        for p in getattr(mod, "PARAMS", ()):
+            print(f"  {p.name:<28} {p.default!r:<22} {p.description}")
+        return 0
     return int(mod.main([sys.argv[0], *args.ros_args]) or 0)
 
 

@@ -18,6 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def _ros_available() -> str | None:
     try:
         import rclpy  # noqa: F401
+
         from glove_ros.msg import Transition  # noqa: F401
     except Exception as exc:  # pragma: no cover - depends on the environment
         return f"ROS 2 environment not sourced ({exc}); run 'make test' or 'source env.sh'"

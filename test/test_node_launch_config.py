@@ -85,3 +85,11 @@ def test_process_command_matches_what_launch_would_run():
 def test_unknown_deployment_is_a_clear_error():
     with pytest.raises(ValueError, match="known: sim"):
         graph.deployment("mars")
+
+
+def test_node_help_prints_parameters_without_starting(capsys):
+    from glove_ros import cli
+
+    assert cli.main(["node", "memory", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "verifier.p_th" in out and "db_path" in out

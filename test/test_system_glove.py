@@ -112,9 +112,10 @@ def test_async_alert_suppress_then_replace_after_evidence(tmp_path):
 
 
 def _probe_server(node, outcome: str, calls: list):
-    from glove_ros.action import Probe
     from rclpy.action import ActionServer
     from rclpy.callback_groups import ReentrantCallbackGroup
+
+    from glove_ros.action import Probe
 
     def execute(handle):
         calls.append((handle.request.state_key, handle.request.action, handle.request.samples))
@@ -125,9 +126,10 @@ def _probe_server(node, outcome: str, calls: list):
 
 
 def test_sync_probe_replaces_and_never_probe_is_refused(tmp_path):
+    from std_msgs.msg import String
+
     from glove_ros.msg import DissonanceAlert, MemoryEntry, ProbeRequest
     from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
-    from std_msgs.msg import String
 
     mem = NodeProcess("glove_ros.nodes.memory_node", tmp_path, {
         "db_path": str(tmp_path / "m.db"), "verifier.mode": "sync", "verifier.p_th": 2,
