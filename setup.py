@@ -20,7 +20,7 @@ setup(
         "llm": ["llama-cpp-python>=0.3"],
         "vision": ["opencv-python-headless>=4.5"],
         "bench": ["gymnasium>=1.0", "matplotlib>=3.5"],
-        "bags": ["rosbags>=0.10"],
+        "bags": ["rosbags>=0.11"],
         "embed": ["onnxruntime>=1.16", "tokenizers>=0.15"],
     },
     entry_points={"console_scripts": ["glove-ros = glove_ros.cli:main"]},

@@ -5,6 +5,7 @@ Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
 * ``demo``     the README's main job (the simulated JetRover drift demo)
 * ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
 * ``memory``   inspect an experience-memory database: stats, query, explain
+* ``bag``      record, replay and drift-test rosbag2 recordings
 * ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
 * ``launch``   start a deployment's nodes as processes (what ``ros2 launch`` does there)
 * ``sdf``      write the Gazebo SDF world generated from a world file
@@ -35,7 +36,8 @@ BENCHMARKS = {
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
-NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate", "consolidation")
+NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate",
+         "consolidation", "observer")
 
 
 def _module_exists(name: str) -> bool:
@@ -97,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
                            description=memory_cli.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         memory_cli.add_arguments(p)
+
+    if _module_exists("glove_ros.bags"):
+        from glove_ros import bags
+
+        p = sub.add_parser("bag", help="record, replay and drift-test rosbag2 recordings",
+                           description=bags.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        bags.add_arguments(p)
+        p.set_defaults(func=bags.main)
 
     nodes = _available_nodes()
     if nodes:
