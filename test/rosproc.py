@@ -126,3 +126,20 @@ def call_retry(node: Any, client: Any, request: Any, timeout: float = 30.0,
         except AssertionError:
             if time.monotonic() > end:
                 raise
+
+
+class Collector:
+    """Messages of one topic received by a test node, in arrival order (thread-safe)."""
+
+    def __init__(self, node: Any, msg_type: Any, topic: str, qos: Any = 100) -> None:
+        self.items: list = []
+        self._lock = threading.Lock()
+        self.sub = node.create_subscription(msg_type, topic, self._cb, qos)
+
+    def _cb(self, msg: Any) -> None:
+        with self._lock:
+            self.items.append(msg)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.items)

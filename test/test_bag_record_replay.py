@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("rosbags")
 pytestmark = pytest.mark.ros
 
-from rosproc import NodeProcess, call_retry, ros_client, wait_for  # noqa: E402
+from rosproc import Collector, NodeProcess, call_retry, ros_client, wait_for  # noqa: E402
 
 from glove_ros.core.bagfile import NS, BagReader, BagWriter, make_typestore  # noqa: E402
 
@@ -29,21 +28,6 @@ def _bag_cmd(*argv) -> list[str]:
     return [sys.executable, "-u", "-m", "glove_ros.bags", *[str(a) for a in argv]]
 
 
-class Collector:
-    """Messages of one topic, in arrival order."""
-
-    def __init__(self, node, msg_type, topic, qos=100):
-        self.items: list = []
-        self._lock = threading.Lock()
-        self.sub = node.create_subscription(msg_type, topic, self._cb, qos)
-
-    def _cb(self, msg):
-        with self._lock:
-            self.items.append(msg)
-
-    def __len__(self):
-        with self._lock:
-            return len(self.items)
 
 
 def _play_paused(node, collectors, *argv) -> subprocess.CompletedProcess:

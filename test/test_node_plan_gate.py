@@ -8,14 +8,12 @@ same database file before the node starts, as the memory node would have.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
+from rosproc import Collector, NodeProcess, call, ros_client, wait_for  # noqa: E402
 
 from glove_ros.core.experience import Transition  # noqa: E402
 from glove_ros.core.plan_memory import PlanMemoryStore  # noqa: E402
@@ -24,21 +22,6 @@ from glove_ros.core.store import ExperienceStore  # noqa: E402
 NODE = "glove_ros.nodes.plan_gate_node"
 
 
-class Collector:
-    """Collects messages of one topic from the test node."""
-
-    def __init__(self, node, msg_type, topic):
-        self.items: list = []
-        self._lock = threading.Lock()
-        node.create_subscription(msg_type, topic, self._cb, 50)
-
-    def _cb(self, msg):
-        with self._lock:
-            self.items.append(msg)
-
-    def __len__(self):
-        with self._lock:
-            return len(self.items)
 
 
 def _look(wp, colours=""):

@@ -9,14 +9,13 @@ the probed outcomes replace the stale memories; never_probe actions are refused.
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
+from rosproc import Collector, NodeProcess, call, ros_client, wait_for  # noqa: E402
 
 
 def _t(state: str, outcome: str, action: str = "look"):
@@ -26,21 +25,6 @@ def _t(state: str, outcome: str, action: str = "look"):
                       episode_id="e")
 
 
-class Collector:
-    """Collects messages of one topic from the test node."""
-
-    def __init__(self, node, msg_type, topic):
-        self.items: list = []
-        self._lock = threading.Lock()
-        node.create_subscription(msg_type, topic, self._cb, 50)
-
-    def _cb(self, msg):
-        with self._lock:
-            self.items.append(msg)
-
-    def __len__(self):
-        with self._lock:
-            return len(self.items)
 
 
 def _record_all(node, client, transitions):

@@ -121,6 +121,16 @@ def run(
     return code
 
 
+def destroy_handles(node: Node, handles: list[Any]) -> None:
+    """Destroy the subscriptions and services a node opened on activate; empties the list."""
+    for handle in handles:
+        if hasattr(handle, "srv_name"):
+            node.destroy_service(handle)
+        else:
+            node.destroy_subscription(handle)
+    handles.clear()
+
+
 class Progress:
     """Thread-safe counters a node reports in its status log."""
 
@@ -147,6 +157,7 @@ __all__ = [
     "TransitionCallbackReturn",
     "autostart",
     "declare_params",
+    "destroy_handles",
     "param_values",
     "run",
     "validating_callback",

@@ -55,7 +55,14 @@ from glove_ros.core.consolidation import (
 from glove_ros.core.llm import LlamaBackend, LlmConfig, LlmLoadError
 from glove_ros.core.plan_memory import PlanMemoryStore
 from glove_ros.msg import TaskOutcome
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    destroy_handles,
+    param_values,
+    run,
+    validating_callback,
+)
 
 _CORE_KEYS = (
     "every_k_episodes", "require_dock", "max_region_entries", "region_budget_tokens",
@@ -227,12 +234,7 @@ class ConsolidationNode(LifecycleNode):
         if self._timer is not None:
             self.destroy_timer(self._timer)
             self._timer = None
-        for h in self._handles:
-            if hasattr(h, "srv_name"):
-                self.destroy_service(h)
-            else:
-                self.destroy_subscription(h)
-        self._handles = []
+        destroy_handles(self, self._handles)
         if self._action is not None:
             self._action.destroy()
             self._action = None

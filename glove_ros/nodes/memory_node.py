@@ -39,7 +39,14 @@ from glove_ros.core.verifier import GloveVerifier, VerifierConfig, VerifyResult
 from glove_ros.msg import DissonanceAlert, ProbeRequest
 from glove_ros.msg import MemoryEvent as MemoryEventMsg
 from glove_ros.msg import Transition as TransitionMsg
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    destroy_handles,
+    param_values,
+    run,
+    validating_callback,
+)
 from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
 PARAMS = (
@@ -144,12 +151,7 @@ class MemoryNode(LifecycleNode):
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        for handle in self._handles:
-            if hasattr(handle, "srv_name"):
-                self.destroy_service(handle)
-            else:
-                self.destroy_subscription(handle)
-        self._handles = []
+        destroy_handles(self, self._handles)
         if self._store is not None:
             self._store.remove_listener(self._publish_event)
         return super().on_deactivate(state)

@@ -67,7 +67,14 @@ from glove_ros.core.updater import LlmUpdater, LlmUpdaterConfig, RuleUpdater, Ru
 from glove_ros.core.world import load_world
 from glove_ros.msg import GateDecision as GateDecisionMsg
 from glove_ros.msg import TaskOutcome
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    destroy_handles,
+    param_values,
+    run,
+    validating_callback,
+)
 
 PARAMS = (
     Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
@@ -258,12 +265,7 @@ class PlanGateNode(LifecycleNode):
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        for handle in self._handles:
-            if hasattr(handle, "srv_name"):
-                self.destroy_service(handle)
-            else:
-                self.destroy_subscription(handle)
-        self._handles = []
+        destroy_handles(self, self._handles)
         if self._pub is not None:
             self.destroy_publisher(self._pub)
             self._pub = None

@@ -41,7 +41,14 @@ from glove_ros import conversions as conv
 from glove_ros.action import NavigateToWaypoint
 from glove_ros.core.sim import Pose2D, Simulator
 from glove_ros.core.world import load_world
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    destroy_handles,
+    param_values,
+    run,
+    validating_callback,
+)
 from glove_ros.paths import resolve_world
 
 PARAMS = (
@@ -153,12 +160,7 @@ class SimulatorNode(LifecycleNode):
             self.destroy_timer(self._timer)
             self._timer = None
         self._action.destroy()
-        for h in self._handles:
-            if hasattr(h, "srv_name"):
-                self.destroy_service(h)
-            else:
-                self.destroy_subscription(h)
-        self._handles = []
+        destroy_handles(self, self._handles)
         return super().on_deactivate(state)
 
     # simulation loop -------------------------------------------------------------------
