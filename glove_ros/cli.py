@@ -37,7 +37,7 @@ BENCHMARKS = {
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
 NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate",
-         "consolidation", "observer")
+         "consolidation", "observer", "waypoint_nav")
 
 
 def _module_exists(name: str) -> bool:

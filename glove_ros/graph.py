@@ -48,6 +48,9 @@ PLANNER = NodeSpec("planner", "planner_node")
 OBSERVER = NodeSpec("observer", "observer_node")
 PLAN_GATE = NodeSpec("plan_gate", "plan_gate_node")
 CONSOLIDATION = NodeSpec("consolidation", "consolidation_node")
+# Real robot: navigate_to_waypoint over Nav2's goal_pose topic, progress from amcl_pose.
+WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "/amcl_pose"),
+                                                              ("goal_pose", "/goal_pose")))
 
 # HiWonder JetRover (ROS 2 Humble image): Orbbec camera and odometry topic names. Check
 # `ros2 topic list` on your robot; change them here and in config/jetrover.yaml.
@@ -80,6 +83,7 @@ DEPLOYMENTS: dict[str, Deployment] = {
             NodeSpec("planner", "planner_node", (("odom", JETROVER_ODOM),)),
             PLAN_GATE,
             NodeSpec("consolidation", "consolidation_node", (("battery", JETROVER_BATTERY),)),
+            WAYPOINT_NAV,
         ),
         "the physical JetRover: async GLOVE, nothing probed by default",
     ),

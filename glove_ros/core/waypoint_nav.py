@@ -1,0 +1,136 @@
+"""Progress judgement for driving to a waypoint through Nav2's plain ``goal_pose`` topic.
+
+Nav2's ``bt_navigator`` accepts a goal on ``goal_pose`` but says nothing back on a plain
+topic: whether the robot arrived, is stuck, or Nav2 gave up is judged here from the robot
+pose alone. ROS-free so it is unit-tested without a robot
+(:mod:`glove_ros.nodes.waypoint_nav_node` wraps it).
+
+:class:`NavTracker` statuses:
+
+- ``driving``: not there yet, still making progress;
+- ``reached``: within ``xy_tolerance`` of the goal (position only; Nav2 handles the yaw);
+- ``blocked``: the robot did not move ``stall_distance`` within ``stall_timeout`` seconds
+  (Nav2 failed to plan, gave up after its recoveries, or an obstacle holds the robot).
+  Moving counts as progress even away from the goal, since Nav2 may plan a detour;
+- ``timeout``: not reached within ``timeout`` seconds of the start.
+
+A terminal status (anything but ``driving``) is sticky.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+DRIVING = "driving"
+REACHED = "reached"
+BLOCKED = "blocked"
+TIMEOUT = "timeout"
+STATUSES = (DRIVING, REACHED, BLOCKED, TIMEOUT)
+
+
+@dataclass(frozen=True)
+class NavConfig:
+    """Thresholds of :class:`NavTracker` (metres and seconds)."""
+
+    xy_tolerance: float = 0.25   # goal reached within this distance
+    stall_timeout: float = 20.0  # seconds without stall_distance of movement -> blocked
+    stall_distance: float = 0.1  # movement that counts as progress
+    timeout: float = 300.0       # seconds from the start -> timeout
+
+    def validate(self) -> NavConfig:
+        """Raise ``ValueError`` naming every bad value; return ``self`` when valid."""
+        problems = []
+        for name in ("xy_tolerance", "stall_timeout", "stall_distance", "timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                problems.append(f"nav.{name} must be a finite number > 0 (got {value!r})")
+        if not problems and self.stall_timeout > self.timeout:
+            problems.append(f"nav.stall_timeout ({self.stall_timeout}) must not exceed "
+                            f"nav.timeout ({self.timeout})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> NavConfig:
+        """Build from ``{"xy_tolerance": ..., ...}`` (a ``nav.`` prefix is stripped)."""
+        kw = {k.split(".", 1)[1] if k.startswith("nav.") else k: v for k, v in raw.items()}
+        unknown = set(kw) - {"xy_tolerance", "stall_timeout", "stall_distance", "timeout"}
+        if unknown:
+            raise ValueError(f"unknown nav settings: {', '.join(sorted(unknown))}")
+        return cls(**{k: float(v) for k, v in kw.items()}).validate()
+
+
+class NavTracker:
+    """Judges one drive to ``goal_xy`` from pose updates (times in seconds, any epoch)."""
+
+    def __init__(self, goal_xy: tuple[float, float], config: NavConfig,
+                 start_time: float) -> None:
+        config.validate()
+        self.goal = (float(goal_xy[0]), float(goal_xy[1]))
+        self.config = config
+        self.start_time = float(start_time)
+        self.status = DRIVING
+        self.pose: tuple[float, float] | None = None   # last pose seen
+        self._anchor: tuple[float, float] | None = None  # pose at the last progress
+        self._anchor_time = self.start_time
+
+    @property
+    def done(self) -> bool:
+        """True once the status is terminal."""
+        return self.status != DRIVING
+
+    @property
+    def distance_remaining(self) -> float | None:
+        """Straight-line distance from the last pose to the goal; None before any pose."""
+        if self.pose is None:
+            return None
+        return math.hypot(self.goal[0] - self.pose[0], self.goal[1] - self.pose[1])
+
+    def elapsed(self, t: float) -> float:
+        """Seconds since the start."""
+        return float(t) - self.start_time
+
+    def update(self, x: float, y: float, t: float) -> str:
+        """A new robot pose at time ``t``; returns the status."""
+        if self.done:
+            return self.status
+        self.pose = (float(x), float(y))
+        if self._anchor is None or math.hypot(
+                x - self._anchor[0], y - self._anchor[1]) >= self.config.stall_distance:
+            self._anchor, self._anchor_time = self.pose, float(t)
+        dist = self.distance_remaining
+        assert dist is not None
+        if dist <= self.config.xy_tolerance:
+            self.status = REACHED
+            return self.status
+        return self.poll(t)
+
+    def poll(self, t: float) -> str:
+        """The status at time ``t`` without a new pose (a silent pose source stalls too)."""
+        if self.done:
+            return self.status
+        if self.elapsed(t) >= self.config.timeout:
+            self.status = TIMEOUT
+        elif float(t) - self._anchor_time >= self.config.stall_timeout:
+            self.status = BLOCKED
+        return self.status
+
+
+def nearest_waypoint(world: Any, x: float, y: float, max_dist: float = math.inf) -> str | None:
+    """Id of the waypoint of ``world`` nearest to (x, y) within ``max_dist``; else None.
+
+    Ties go to the waypoint listed first in the world file.
+    """
+    best, best_d = None, math.inf
+    for w in world.waypoints:
+        d = math.hypot(w.x - x, w.y - y)
+        if d < best_d:
+            best, best_d = w.id, d
+    return best if best is not None and best_d <= max_dist else None
+
+
+__all__ = ["BLOCKED", "DRIVING", "REACHED", "STATUSES", "TIMEOUT", "NavConfig", "NavTracker",
+           "nearest_waypoint"]
