@@ -78,7 +78,6 @@ Scenario file (YAML; every key but ``name`` optional)::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -91,6 +90,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from glove_ros.benchmarks import write_results
 from glove_ros.benchmarks.jetrover import BenchConfig, ModeRunner, phase_plan
 from glove_ros.core.agent import GreedyPlanner, WorldMap
 from glove_ros.core.experience import Transition
@@ -873,16 +873,4 @@ def main(args: argparse.Namespace) -> int:
             print(f"glove-ros bench janus: {exc}", file=sys.stderr)
             return 2
         raise
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = result_stem(sc)
-    jpath = out / f"{stem}.json"
-    jpath.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    ppath = out / f"{stem}.png"
-    write_plot(doc, ppath)
-    if args.json:
-        print(json.dumps(doc, indent=1))
-    else:
-        print(format_table(doc))
-        print(f"wrote {jpath} and {ppath}")
-    return 0
+    return write_results(doc, args.out, result_stem(sc), write_plot, format_table, args.json)

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from glove_ros.benchmarks import write_results
 from glove_ros.core.agent import (
     ACTION_LOOK,
     ACTION_NAVIGATE,
@@ -768,16 +769,4 @@ def main(args: argparse.Namespace) -> int:
             print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
             return 2
         raise
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = result_stem(world)
-    jpath = out / f"{stem}.json"
-    jpath.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    ppath = out / f"{stem}.png"
-    write_plot(doc, ppath)
-    if args.json:
-        print(json.dumps(doc, indent=1))
-    else:
-        print(format_table(doc))
-        print(f"wrote {jpath} and {ppath}")
-    return 0
+    return write_results(doc, args.out, result_stem(world), write_plot, format_table, args.json)
