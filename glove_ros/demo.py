@@ -297,29 +297,17 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
 
 
 def _send(client: Any, goal: Any, timeout: float) -> Any:
-    done = threading.Event()
-    holder: dict[str, Any] = {}
+    """Send a RunTask goal and wait for its result; TimeoutError / RuntimeError otherwise."""
+    from glove_ros.nodes.common import wait_future
 
-    def on_result(fut: Any) -> None:
-        holder["result"] = fut.result().result
-        done.set()
-
-    def on_goal(fut: Any) -> None:
-        handle = fut.result()
-        holder["handle"] = handle
-        if not handle.accepted:
-            done.set()
-            return
-        handle.get_result_async().add_done_callback(on_result)
-
-    client.send_goal_async(goal).add_done_callback(on_goal)
-    if not done.wait(timeout):
-        if "handle" in holder:
-            holder["handle"].cancel_goal_async()
-        raise TimeoutError(f"task '{goal.task}' took longer than {timeout:.0f}s")
-    if "result" not in holder:
+    handle = wait_future(client.send_goal_async(goal), timeout)
+    if handle is None or not handle.accepted:
         raise RuntimeError(f"planner rejected task '{goal.task}'")
-    return holder["result"]
+    res = wait_future(handle.get_result_async(), timeout)
+    if res is None:
+        handle.cancel_goal_async()
+        raise TimeoutError(f"task '{goal.task}' took longer than {timeout:.0f}s")
+    return res.result
 
 
 def _summarise(rows: list[dict[str, Any]], phases: list[dict[str, Any]],

@@ -121,6 +121,19 @@ def run(
     return code
 
 
+def wait_future(future: Any, timeout: float) -> Any:
+    """Block this worker thread until an rclpy future is done; its result, or None on timeout.
+
+    For service calls and action goals made from a callback of a MultiThreadedExecutor (the
+    executor's other threads complete the future).
+    """
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout):
+        return None
+    return future.result()
+
+
 def destroy_handles(node: Node, handles: list[Any]) -> None:
     """Destroy the subscriptions and services a node opened on activate; empties the list."""
     for handle in handles:
@@ -158,6 +171,7 @@ __all__ = [
     "autostart",
     "declare_params",
     "destroy_handles",
+    "wait_future",
     "param_values",
     "run",
     "validating_callback",

@@ -62,6 +62,7 @@ from glove_ros.nodes.common import (
     param_values,
     run,
     validating_callback,
+    wait_future,
 )
 from glove_ros.paths import resolve_world
 from glove_ros.srv import QueryMemory, RecordTransition
@@ -112,14 +113,6 @@ def validate(values: dict[str, Any]) -> None:
                      max_tokens=int(values["llm.max_tokens"]),
                      timeout_s=float(values["llm.timeout_s"])).validate()
 
-
-def _wait(future: Any, timeout: float) -> Any:
-    """Block this (worker) thread until an rclpy future is done; None on timeout."""
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout):
-        return None
-    return future.result()
 
 
 class ServiceMemoryView:
@@ -268,7 +261,7 @@ class PlannerNode(LifecycleNode):
         if not client.wait_for_service(timeout_sec=min(timeout, 5.0)):
             self.get_logger().error(f"service {client.srv_name} not available")
             return None
-        return _wait(client.call_async(request), timeout)
+        return wait_future(client.call_async(request), timeout)
 
     def _publish_waypoint(self, waypoint: str) -> None:
         self._at = waypoint or self._at
@@ -313,13 +306,13 @@ class PlannerNode(LifecycleNode):
             return "unavailable", self._at
         goal = NavigateToWaypoint.Goal(waypoint=waypoint,
                                        avoid_edges=[f"{a}:{b}" for a, b in avoid])
-        handle = _wait(self.nav_client.send_goal_async(goal), 10.0)
+        handle = wait_future(self.nav_client.send_goal_async(goal), 10.0)
         if handle is None or not handle.accepted:
             return "rejected", self._at
         timeout = float(self.get_parameter("nav_timeout").value)
-        res = _wait(handle.get_result_async(), timeout)
+        res = wait_future(handle.get_result_async(), timeout)
         if res is None:
-            _wait(handle.cancel_goal_async(), 5.0)
+            wait_future(handle.cancel_goal_async(), 5.0)
             return "timeout", self._at
         result = res.result
         final = result.final_waypoint or self._at

@@ -32,7 +32,14 @@ from std_msgs.msg import String
 
 from glove_ros.action import Probe
 from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition
-from glove_ros.nodes.common import Param, declare_params, param_values, run, validating_callback
+from glove_ros.nodes.common import (
+    Param,
+    declare_params,
+    param_values,
+    run,
+    validating_callback,
+    wait_future,
+)
 from glove_ros.srv import RecordTransition
 
 PARAMS = (
@@ -157,31 +164,16 @@ class VerifierNode(LifecycleNode):
             return []
         goal = Probe.Goal(state_key=req.state_key, action=req.action,
                           action_arg=req.action_arg, samples=req.samples)
-        done = threading.Event()
-        holder: dict[str, Any] = {}
-
-        def on_result(fut: Any) -> None:
-            holder["result"] = fut.result().result
-            done.set()
-
-        def on_goal(fut: Any) -> None:
-            handle = fut.result()
-            if not handle.accepted:
-                done.set()
-                return
-            holder["handle"] = handle
-            handle.get_result_async().add_done_callback(on_result)
-
-        self._probe_client.send_goal_async(goal).add_done_callback(on_goal)
-        if not done.wait(timeout):
-            self.get_logger().error(f"probe timed out after {timeout:.0f}s; cancelling")
-            if "handle" in holder:
-                holder["handle"].cancel_goal_async()
-            return []
-        result = holder.get("result")
-        if result is None:
+        handle = wait_future(self._probe_client.send_goal_async(goal), min(timeout, 10.0))
+        if handle is None or not handle.accepted:
             self.get_logger().warning("probe goal rejected by the robot")
             return []
+        res = wait_future(handle.get_result_async(), timeout)
+        if res is None:
+            self.get_logger().error(f"probe timed out after {timeout:.0f}s; cancelling")
+            handle.cancel_goal_async()
+            return []
+        result = res.result
         if not result.completed:
             self.get_logger().warning(f"probe incomplete: {result.message}")
         return list(result.outcomes)
@@ -195,18 +187,10 @@ class VerifierNode(LifecycleNode):
                        outcome=outcome, robot_id=str(self.get_parameter("robot_id").value),
                        episode_id="probe", source=Transition.SOURCE_PROBED)
         t.header.stamp = self.get_clock().now().to_msg()
-        done = threading.Event()
-        holder: dict[str, Any] = {}
-
-        def on_done(fut: Any) -> None:
-            holder["r"] = fut.result()
-            done.set()
-
-        self._record_client.call_async(RecordTransition.Request(transition=t)).add_done_callback(
-            on_done
-        )
-        if not done.wait(10.0) or not holder["r"].accepted:
-            reason = holder["r"].message if "r" in holder else "timeout"
+        resp = wait_future(
+            self._record_client.call_async(RecordTransition.Request(transition=t)), 10.0)
+        if resp is None or not resp.accepted:
+            reason = resp.message if resp is not None else "timeout"
             self.get_logger().error(f"probed outcome not recorded: {reason}")
             return False
         return True
