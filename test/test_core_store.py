@@ -495,3 +495,20 @@ def test_closed_store_raises(tmp_path):
         s.record(T())
     with pytest.raises(StoreError, match="directory"):
         ExperienceStore(tmp_path)
+
+
+def test_opens_a_file_plan_memory_created_first(tmp_path):
+    """The plan-gate and consolidation nodes share the memory file and may start first."""
+    from glove_ros.core.plan_memory import Edit, PlanMemoryStore
+
+    path = tmp_path / "shared.db"
+    plan = PlanMemoryStore(str(path))
+    plan.apply([Edit.add("semantic", "block_red", "red block at kitchen")])
+    plan.close()
+    store = ExperienceStore(str(path))
+    eid = store.record(Transition("kitchen", "look", "colors=red"))
+    store.close()
+    again = ExperienceStore(str(path))
+    assert again.get(eid).transition.outcome == "colors=red"
+    again.close()
+    assert [e.name for e in PlanMemoryStore(str(path)).entries()] == ["block_red"]

@@ -216,6 +216,13 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def _glove_tables_only(tables: set[str]) -> bool:
+    """True for an empty file or one holding only glove_ros plan memory (``plan_*`` tables,
+    :mod:`glove_ros.core.plan_memory`), which shares the file with experience memory: the
+    nodes sharing it may start in any order."""
+    return all(t.startswith(("plan_", "sqlite_")) for t in tables)
+
+
 def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
     text = str(exc).lower()
     return any(
@@ -323,7 +330,7 @@ class ExperienceStore:
                 raise StoreCorruptError(
                     f"{self.path} is damaged ({exc}); move it aside or restore it from a backup"
                 ) from exc
-            if existing and tables and app_id != APPLICATION_ID:
+            if existing and app_id != APPLICATION_ID and not _glove_tables_only(tables):
                 raise StoreError(
                     f"{self.path} is an SQLite database of another application (application_id "
                     f"{app_id:#x}); refusing to use or modify it"
@@ -404,12 +411,12 @@ class ExperienceStore:
                     f"{self.path} is damaged ({exc}); it was left untouched. Move it aside or "
                     "restore it from a backup."
                 ) from exc
-            if tables and app_id not in (0, APPLICATION_ID):
+            if app_id not in (0, APPLICATION_ID) and not _glove_tables_only(tables):
                 raise StoreError(
                     f"{self.path} is an SQLite database of another application (application_id "
                     f"{app_id:#x}); refusing to use or modify it"
                 )
-            if tables and app_id == 0 and "entries" not in tables:
+            if app_id == 0 and "entries" not in tables and not _glove_tables_only(tables):
                 raise StoreError(
                     f"{self.path} is an SQLite database of another application (tables "
                     f"{', '.join(sorted(tables)[:5])}); refusing to use or modify it"
