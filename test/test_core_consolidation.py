@@ -26,6 +26,7 @@ from glove_ros.core.consolidation import (
     episode_from_transitions,
     evaluate_rewrite,
     evaluation_tasks,
+    heldout_tasks,
     parse_tool_call,
     rehearsal_scorer,
     rehearse_corridor,
@@ -105,7 +106,10 @@ def snapshot(store: PlanMemoryStore):
 
 
 def cfg(**kw) -> ConsolidationConfig:
-    base = {"every_k_episodes": 3, "region_budget_tokens": 5000, "max_region_entries": 64}
+    # in-sample acceptance (holdout_episodes 0) unless a test asks for held-out episodes:
+    # these tests exercise the loop, the region and the in-sample checks on short journals
+    base = {"every_k_episodes": 3, "region_budget_tokens": 5000, "max_region_entries": 64,
+            "holdout_episodes": 0}
     return ConsolidationConfig(**{**base, **kw})
 
 
@@ -690,3 +694,99 @@ def test_real_gguf_makes_valid_tool_calls_or_aborts_cleanly(store):
         assert snapshot(store) == before
     else:
         assert all(e.provenance.episodes for e in store.entries() if e.source == "consolidator")
+
+
+# ------------------------------------------------------------------------- held-out acceptance
+
+
+def green_missed_twice_then_seen(store: PlanMemoryStore, later: bool = True) -> None:
+    """green at lab (ep000), two looks at lab that miss it (nuisance, ep001-ep002), red at
+    kitchen (ep003-ep004); then the held-out episode ep005 sees green at lab again."""
+    ids = Ids()
+    w = FastWriter(store)
+    w.write(episode(0, "green", [("hall", ()), ("lab", ("green",))],
+                    [("hall", "lab", False)], True, ids))
+    for i in (1, 2):
+        w.write(episode(i, "green", [("hall", ()), ("lab", ())],
+                        [("hall", "lab", False)], False, ids))
+    for i in (3, 4):
+        w.write(red_at_kitchen(i, ids))
+    if later:
+            w.write(episode(5, "green", [("hall", ()), ("lab", ("green",))],
+                        [("hall", "lab", False)], True, ids))
+
+
+def test_heldout_episodes_are_masked_from_the_consolidator(store):
+    green_missed_twice_then_seen(store)
+    c = Consolidator(store, cfg(holdout_episodes=1))
+    assert c.held_out() == ("ep005",)
+    region = c.select_region()
+    assert "ep005" not in region.episodes and region.episodes
+    assert all("ep005" not in e.provenance.episodes for e in region.entries)
+    tasks = heldout_tasks(c.index, ["ep005"])
+    assert {t.task_id: t.data["truth"] for t in tasks} == {"find:green": "lab",
+                                                           "corridor:hall:lab": False}
+    # a journal no longer than the hold-out holds nothing out
+    assert Consolidator(store, cfg(holdout_episodes=6)).held_out() == ()
+
+
+def test_planted_rewrite_dropping_later_needed_fact_is_rejected_on_heldout(store):
+    """The in-sample truth forgets green after two missed looks, so a rewrite that drops the
+    green fact passes in-sample; the held-out episode needs it: rejected, memory unchanged."""
+    green_missed_twice_then_seen(store)
+    before = snapshot(store)
+    drop_green = _llm_calls(
+        ("synthesize", {"kind": "semantic", "name": "block_red",
+                        "body": "The red block is at kitchen.", "sources": ["ep003", "ep004"]}),
+        ("terminate", {"note": "green was not seen lately"}),
+    )
+    # in-sample acceptance, at the dock before ep005, commits the harmful rewrite ...
+    with PlanMemoryStore(":memory:") as other:
+        green_missed_twice_then_seen(other, later=False)
+        r0 = Consolidator(other, cfg()).run(LlmPolicy(ScriptedLlm(list(drop_green))))
+        assert r0.status == "committed", r0.message
+        assert not any("green" in e.body for e in other.entries())
+    # ... with it, the rewrite is judged on what ep005 needed and rejected
+    r = Consolidator(store, cfg(holdout_episodes=1)).run(LlmPolicy(ScriptedLlm(drop_green)))
+    assert r.status == "rejected", r.message
+    assert "held-out" in r.message and "memory unchanged" in r.message
+    ev = r.evaluation
+    assert ev.heldout_judged >= 1 and ev.heldout_new < ev.heldout_old
+    assert snapshot(store) == before
+
+
+def test_rule_rewrite_passes_heldout_acceptance(store):
+    write_stream(store, 4, 4)
+    r = Consolidator(store, cfg(holdout_episodes=2, refit_after_heldout=False)).run(
+        RulePolicy())
+    assert r.status == "committed", r.message
+    ev = r.evaluation
+    assert ev.heldout_judged >= 1 and ev.heldout_new >= ev.heldout_old
+    # the held-out episodes' fast writes stay outside the rewrite, for the next run
+    assert {"ep006", "ep007"} <= {ep for e in store.entries() for ep in e.provenance.episodes
+                                  if e.source != "consolidator"}
+
+
+def test_refit_folds_the_heldout_episodes_in_after_passing(store):
+    write_stream(store, 4, 4)
+    v0 = store.active_version
+    c = Consolidator(store, cfg(holdout_episodes=2))
+    r = c.run(RulePolicy())
+    assert r.status == "committed" and "refit" in r.reason, r.message
+    assert r.evaluation.heldout_judged >= 1  # the first pass's held-out figures
+    assert all(e.source == "consolidator" for e in store.entries())
+    assert {"ep006", "ep007"} <= {ep for e in store.entries() for ep in e.provenance.episodes}
+    assert c.undo(r.consolidation_id) == v0  # one call undoes both passes
+
+
+def test_heldout_required_unless_disabled(store):
+    ids = Ids()
+    w = FastWriter(store)
+    for i in range(3):
+        w.write(red_at_kitchen(i, ids))
+    w.write(episode(3, "red", [], [], False, ids))  # held out, observed nothing
+    r = Consolidator(store, cfg(holdout_episodes=1)).run(RulePolicy(), dry_run=True)
+    assert "no held-out task could be judged" in r.message
+    r = Consolidator(store, cfg(holdout_episodes=1, require_heldout=False)).run(
+        RulePolicy(), dry_run=True)
+    assert "would commit" in r.message

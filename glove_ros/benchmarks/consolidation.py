@@ -244,7 +244,9 @@ def _llm_config(sc: Scenario) -> ConsolidationConfig:
             "max_region_entries": int(c["max_region_entries"]),
             "region_budget_tokens": int(c["region_budget_tokens"]),
             "max_steps": int(c["max_steps"]), "max_tokens": int(c["max_tokens"]),
-            "call_max_tokens": int(c["call_max_tokens"]), "llm_timeout_s": float(c["timeout_s"])}
+            "call_max_tokens": int(c["call_max_tokens"]), "llm_timeout_s": float(c["timeout_s"]),
+            # an LLM refit would be a new sample nobody held out: commit the validated one
+            "refit_after_heldout": False}
     keep = {k: v for k, v in sc.consolidation.items() if k not in base}
     return ConsolidationConfig(**{**base, **keep}).validate()
 

@@ -136,6 +136,7 @@ __all__ = [
     "Progress",
     "Evaluation",
     "evaluation_tasks",
+    "heldout_tasks",
     "rehearse_find",
     "rehearse_corridor",
     "rehearsal_scorer",
@@ -548,6 +549,18 @@ class TraceIndex:
             out |= t.vocabulary()
         return out
 
+    def without(self, episodes: Iterable[str]) -> TraceIndex:
+        """A frozen snapshot of this index with ``episodes`` masked out (the held-out journal
+        slice the consolidator must not read). ``refresh`` on the snapshot reads nothing."""
+        drop = set(episodes)
+        with self._lock:
+            snap = TraceIndex(self.store)
+            snap._traces = {e: t for e, t in self._traces.items() if e not in drop}
+            snap._order = [e for e in self._order if e not in drop]
+            snap._last_id = self._last_id
+        snap._refresh = lambda chunk: None  # type: ignore[method-assign]
+        return snap
+
 
 # ============================================================================================
 # 2. configuration and trigger
@@ -586,6 +599,17 @@ class ConsolidationConfig:
         seed: seed of the masks.
         miss_threshold: empty looks at a block's last waypoint (after its last sighting)
             that make its location unknown (rule policy and evaluation truth alike).
+        holdout_episodes: the newest k journaled episodes are held out: the consolidator
+            cannot read them, their fast writes stay outside the region, and the rewrite is
+            accepted only if it predicts what they observed at least as well as the old
+            region did (:func:`heldout_tasks`). 0: in-sample acceptance only.
+        require_heldout: with ``holdout_episodes`` > 0, reject a rewrite when no held-out
+            task can be judged (no evidence that it generalises).
+        refit_after_heldout: once a rewrite passed on the held-out episodes and was
+            committed, run the same policy again with nothing held out (in-sample acceptance)
+            so the newest episodes are folded in too -- the held-out test validated the
+            procedure; the refit uses all the evidence (cross-validate, then refit). Meant
+            for deterministic policies; an LLM refit is a new, un-held-out sample.
     """
 
     every_k_episodes: int = 10
@@ -611,6 +635,9 @@ class ConsolidationConfig:
     dry_run: bool = False
     seed: int = 0
     miss_threshold: int = 2
+    holdout_episodes: int = 3
+    require_heldout: bool = True
+    refit_after_heldout: bool = True
 
     def validate(self) -> ConsolidationConfig:
         """Raise ``ValueError`` with an actionable message on a bad value. Returns ``self``."""
@@ -622,6 +649,7 @@ class ConsolidationConfig:
             "max_fan_in": (1, 1024), "max_synthesized": (1, 512),
             "planner_budget_tokens": (16, 1_000_000), "n_masks": (1, 1000),
             "seed": (0, 2**31 - 1), "miss_threshold": (1, 1000),
+            "holdout_episodes": (0, 1000),
         }
         for k, (lo, hi) in ints.items():
             v = getattr(self, k)
@@ -639,7 +667,8 @@ class ConsolidationConfig:
             raise ValueError(f"tolerance must be in [0, 1] (got {self.tolerance!r})")
         if not _num(self.max_growth) or self.max_growth < 0.1:
             raise ValueError(f"max_growth must be a number >= 0.1 (got {self.max_growth!r})")
-        for k in ("require_dock", "reject_harmful", "dry_run"):
+        for k in ("require_dock", "reject_harmful", "dry_run", "require_heldout",
+                  "refit_after_heldout"):
             if not isinstance(getattr(self, k), bool):
                 raise ValueError(f"{k} must be a bool")
         return self
@@ -707,14 +736,18 @@ def select_region(
     *,
     queries: Sequence[str] = (),
     count_tokens: Callable[[str], int] = approx_tokens,
+    exclude: Iterable[str] = (),
 ) -> Region:
     """R = anchors (earlier consolidated entries) + recent fast writes (newest first) +
     entries retrieved for ``queries`` (top ``retrieve_k`` each), bounded by
     ``max_region_entries`` and ``region_budget_tokens``; only entries citing a journaled
-    episode qualify. R keeps memory order."""
+    episode qualify, and none citing an ``exclude`` (held-out) episode. R keeps memory
+    order."""
+    held = set(exclude)
 
     def traceable(e: PlanEntry) -> bool:
-        return any(ep in index for ep in e.provenance.episodes)
+        eps = e.provenance.episodes
+        return any(ep in index for ep in eps) and not any(ep in held for ep in eps)
 
     pool = [e for e in entries if traceable(e)]
     anchors = [e for e in pool if e.source == SOURCE]
@@ -1631,6 +1664,31 @@ def evaluation_tasks(index: TraceIndex, episodes: Iterable[str],
     return tasks
 
 
+def heldout_tasks(index: TraceIndex, held: Iterable[str]) -> list[GateTask]:
+    """The held-out evaluation set: tasks whose truth comes *only* from the held-out
+    episodes ``held`` (traces the consolidator never read). ``find`` for every colour they
+    saw (truth: where it was last seen in them), ``corridor`` for every corridor they drove
+    through (truth: blocked or not on the latest drive). A memory that dropped a fact the
+    held-out episodes needed, or kept one they contradict, scores lower on it."""
+    traces = sorted((t for t in (index.get(e) for e in held) if t is not None),
+                    key=lambda t: t.order)
+    seen: dict[str, str] = {}
+    drives: dict[tuple[str, str], bool] = {}
+    for t in traces:
+        for wp, cs, _ in t.looks:
+            for c in cs:
+                seen[c] = wp
+        for a, b, blocked, _ in t.drives:
+            drives[tuple(sorted((a, b)))] = bool(blocked)  # type: ignore[index]
+    tasks = [GateTask(f"find:{c}", f"find the {c} block",
+                      {"type": "find", "colour": c, "truth": wp})
+             for c, wp in sorted(seen.items())]
+    tasks += [GateTask(f"corridor:{a}:{b}", f"is the corridor between {a} and {b} blocked",
+                       {"type": "corridor", "edge": [a, b], "truth": blocked})
+              for (a, b), blocked in sorted(drives.items())]
+    return tasks
+
+
 def utility(entries: Sequence[PlanEntry], tasks: Sequence[GateTask], scorer: EntryScorer
             ) -> tuple[float, int]:
     """U(M): mean score of the judged tasks, and how many were judged (0 -> U = 0)."""
@@ -1654,6 +1712,10 @@ class Evaluation:
     tokens_after: int
     accepted: bool
     reasons: tuple[str, ...]
+    heldout_tasks: int = 0
+    heldout_judged: int = 0
+    heldout_old: float | None = None
+    heldout_new: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
@@ -1673,9 +1735,16 @@ def evaluate_rewrite(
     *,
     count_tokens: Callable[[str], int] = approx_tokens,
     should_cancel: Callable[[], bool] | None = None,
+    heldout: Sequence[GateTask] | None = None,
+    heldout_episodes: Iterable[str] = (),
 ) -> Evaluation:
     """Compare the rewritten memory ``new`` with ``old`` on ``tasks`` and compute the
     counterfactual utility of the ``synthesized`` entries (names in ``new``).
+
+    ``heldout`` (:func:`heldout_tasks`) are scored on both memories without the entries that
+    cite a ``heldout_episodes`` episode (so the held-out episodes' own fast writes, present in
+    both, cannot answer for the region): the rewrite must not be worse there, and with
+    ``config.require_heldout`` at least one held-out task must be judged.
 
     Raises ``InterruptedError`` when ``should_cancel`` turns true.
     """
@@ -1721,8 +1790,27 @@ def evaluate_rewrite(
     if t_new > t_old * config.max_growth:
         reasons.append(f"memory grows from {t_old} to {t_new} tokens (max_growth "
                        f"{config.max_growth:g})")
+    ho: dict[str, Any] = {}
+    if heldout is not None:
+        check()
+        masked_eps = set(heldout_episodes)
+
+        def visible(entries: Sequence[PlanEntry]) -> list[PlanEntry]:
+            return [e for e in entries if not masked_eps & set(e.provenance.episodes)]
+
+        h_old, hn_old = utility(visible(old), heldout, scorer)
+        h_new, hn_new = utility(visible(new), heldout, scorer)
+        hj = min(hn_old, hn_new)
+        ho = {"heldout_tasks": len(heldout), "heldout_judged": hj,
+              "heldout_old": h_old if hj else None, "heldout_new": h_new if hj else None}
+        if hj == 0 and config.require_heldout:
+            reasons.append("no held-out task could be judged (no evidence the rewrite "
+                           "predicts unseen episodes)")
+        if hj and h_new < h_old - config.tolerance:
+            reasons.append(f"worse than the old memory on the held-out episodes ({h_new:.3f} "
+                           f"< {h_old:.3f}): it drops or contradicts what they needed")
     return Evaluation(len(tasks), judged, u_old, u_new, cf, masked_mean, tuple(load),
-                      tuple(harm), t_old, t_new, not reasons, tuple(reasons))
+                      tuple(harm), t_old, t_new, not reasons, tuple(reasons), **ho)
 
 
 # ============================================================================================
@@ -1833,6 +1921,7 @@ class Consolidator:
         self.clock = clock
         self.state_key = state_key
         self.index = TraceIndex(store)
+        self._refitting = False
 
     # -- trigger
     def _state(self) -> dict[str, Any]:
@@ -1858,15 +1947,28 @@ class Consolidator:
         self.store.set_state(self.state_key, s)
 
     # -- region
+    def held_out(self, config: ConsolidationConfig | None = None) -> tuple[str, ...]:
+        """The journaled episodes the next run holds out (the newest ``holdout_episodes``;
+        none while the journal holds no more than that)."""
+        self.index.refresh()
+        k = (config or self.config).holdout_episodes
+        if self._refitting:
+            return ()
+        if k <= 0 or len(self.index) <= k:
+            return ()
+        return tuple(t.episode_id for t in self.index.recent(k))
+
     def select_region(self, entries: Sequence[PlanEntry] | None = None,
                       config: ConsolidationConfig | None = None) -> Region:
-        """The region the next run would rewrite."""
-        self.index.refresh()
+        """The region the next run would rewrite (held-out episodes masked)."""
         cfg = config or self.config
-        queries = list(dict.fromkeys(t.task for t in self.index.recent(cfg.recent_tasks)
+        held = self.held_out(cfg)
+        index = self.index.without(held) if held else self.index
+        queries = list(dict.fromkeys(t.task for t in index.recent(cfg.recent_tasks)
                                      if t.task))
         return select_region(self.store.entries() if entries is None else entries,
-                             self.index, cfg, queries=queries, count_tokens=self.count_tokens)
+                             index, cfg, queries=queries, count_tokens=self.count_tokens,
+                             exclude=held)
 
     def _scorer(self) -> EntryScorer:
         if self.scorer is not None:
@@ -1896,7 +1998,50 @@ class Consolidator:
         ``max_steps`` / ``max_tokens`` override the configured budgets for this run (0 or
         ``None``: configured). Only an explicit ``terminate`` can lead to a commit; budgets,
         invalid calls, errors and cancellation end the run with memory unchanged.
+
+        With held-out episodes and ``refit_after_heldout``, a committed rewrite is followed
+        by a refit with nothing held out; the report is the refit's when it committed (its
+        evaluation carries the held-out figures of the first pass; :meth:`undo` of it goes
+        back to the memory before both passes), else the first pass's.
         """
+        kw: dict[str, Any] = {"reason": reason, "dry_run": dry_run, "max_steps": max_steps,
+                              "max_tokens": max_tokens, "should_cancel": should_cancel,
+                              "on_progress": on_progress}
+        first = self._run_once(policy, **kw)
+        ev = first.evaluation
+        if (not first.committed or not self.config.refit_after_heldout or ev is None
+                or not ev.heldout_tasks):
+            return first
+        self._refitting = True
+        try:
+            second = self._run_once(policy, **{**kw, "reason": f"{reason}, refit"})
+        finally:
+            self._refitting = False
+        if not second.committed or second.evaluation is None:
+            return first
+        if second.version is not None:  # undo of the refit goes back before both passes
+            st = self._state()
+            st.setdefault("refit_of", {})[str(second.version)] = first.base_version
+            self.store.set_state(self.state_key, st)
+        held = {k: getattr(ev, k) for k in ("heldout_tasks", "heldout_judged", "heldout_old",
+                                            "heldout_new")}
+        return replace(second, evaluation=replace(second.evaluation, **held),
+                       tokens_before=first.tokens_before, entries_before=first.entries_before,
+                       elapsed_s=first.elapsed_s + second.elapsed_s,
+                       steps=first.steps + second.steps,
+                       llm_tokens=first.llm_tokens + second.llm_tokens)
+
+    def _run_once(
+        self,
+        policy: Policy,
+        *,
+        reason: str = "request",
+        dry_run: bool | None = None,
+        max_steps: int | None = None,
+        max_tokens: int | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> ConsolidationReport:
         cfg = self.config
         dry = cfg.dry_run if dry_run is None else bool(dry_run)
         steps_cap = int(max_steps) if max_steps else cfg.max_steps
@@ -1921,12 +2066,14 @@ class Consolidator:
                 self._mark(rep)
             return rep
 
+        held = self.held_out()
+        visible = self.index.without(held) if held else self.index
         region = self.select_region(base)
         common.update(region_entries=len(region), region_tokens=region.tokens,
                       region_episodes=len(region.episodes), region_left_out=region.left_out)
         if not len(region):
             return done("skipped", "nothing to consolidate: no entry cites a journaled episode")
-        ws = Workspace(base, region, self.index, cfg)
+        ws = Workspace(base, region, visible, cfg)
         history: list[tuple[ToolCall, ToolResult]] = []
         records: list[ToolRecord] = []
         spent = prompt = 0
@@ -2001,11 +2148,12 @@ class Consolidator:
                  "candidate_tokens": memory_tokens(new, self.count_tokens)}
         if not edits:
             return done("unchanged", "the rewrite equals the region: nothing to commit", **stats)
-        tasks = evaluation_tasks(self.index, region.episodes,
-                                 miss_threshold=cfg.miss_threshold)
+        tasks = evaluation_tasks(visible, region.episodes, miss_threshold=cfg.miss_threshold)
         try:
             ev = evaluate_rewrite(base, new, list(ws.synthesized), tasks, self._scorer(), cfg,
-                                  count_tokens=self.count_tokens, should_cancel=cancelled)
+                                  count_tokens=self.count_tokens, should_cancel=cancelled,
+                                  heldout=heldout_tasks(self.index, held) if held else None,
+                                  heldout_episodes=held)
         except InterruptedError:
             return done("cancelled", "cancelled during evaluation; memory unchanged", **stats)
         stats["evaluation"] = ev
@@ -2079,7 +2227,8 @@ class Consolidator:
             raise ValueError(f"{consolidation_id} is not the active version ({active} is): undo "
                              "would also drop later writes; pass force=True to do it anyway")
         assert info.parent is not None
-        return self.store.rollback(info.parent, reason=f"undo {consolidation_id}")
+        target = int(self._state().get("refit_of", {}).get(str(v), info.parent))
+        return self.store.rollback(target, reason=f"undo {consolidation_id}")
 
     def last_committed(self) -> str | None:
         """The id of the newest committed consolidation still active or in the active
