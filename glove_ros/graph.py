@@ -1,15 +1,24 @@
 """The node graph of each deployment: one source for launch files and ``glove-ros launch``.
 
 On a robot with ROS 2, ``ros2 launch glove_ros <deployment>.launch.py`` builds
-``launch_ros`` Node actions from :func:`deployment`; on a machine without the launch
+``launch_ros`` Node actions from :func:`launch_nodes`; on a machine without the launch
 tooling (this one), ``glove-ros launch <deployment>`` starts the same nodes as processes
 with the same parameter file and remappings (:func:`process_command`).
+
+Namespaces and several robots: every topic, service and action name of the nodes is
+relative, and so is every remap below, so ``namespace:=robot1`` moves the whole graph,
+including the robot-side names it is remapped to, under ``/robot1``. The parameter files
+key their sections ``/**/<node>`` (any namespace), so a namespaced node keeps its
+parameters; a section ``/robot1/<node>`` in the same file (or a second file) overrides
+values for one robot. In the built-in simulator each robot runs its own simulator, so a
+namespaced sim graph also takes its simulated time from ``<namespace>/clock``.
 
 ROS-free: nothing here imports rclpy or launch.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +47,7 @@ class Deployment:
     nodes: tuple[NodeSpec, ...]
     description: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)  # notes for launch files
+    own_clock: bool = False  # the graph publishes its own /clock (one simulator per robot)
 
 
 SIMULATOR = NodeSpec("simulator", "simulator_node")
@@ -48,30 +58,26 @@ PLANNER = NodeSpec("planner", "planner_node")
 OBSERVER = NodeSpec("observer", "observer_node")
 PLAN_GATE = NodeSpec("plan_gate", "plan_gate_node")
 CONSOLIDATION = NodeSpec("consolidation", "consolidation_node")
-# Real robot: navigate_to_waypoint over Nav2's goal_pose topic, progress from amcl_pose.
-WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "/amcl_pose"),
-                                                              ("goal_pose", "/goal_pose")))
+# Real robot: navigate_to_waypoint over Nav2 (its navigate_to_pose action, or the
+# goal_pose topic without nav2_msgs), the map pose from AMCL's amcl_pose.
+WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "amcl_pose"),))
 
-# HiWonder JetRover (ROS 2 Humble image): Orbbec camera and odometry topic names. Check
-# `ros2 topic list` on your robot; change them here and in config/jetrover.yaml.
-JETROVER_CAMERA = "/depth_cam/rgb/image_raw"
-JETROVER_ODOM = "/odom"
-JETROVER_BATTERY = "/ros_robot_controller/battery"
+# HiWonder JetRover (ROS 2 Humble image): Orbbec camera and battery topic names, relative
+# so that they follow the robot's namespace. Check `ros2 topic list` on your robot; change
+# them here (odometry is `odom` already).
+JETROVER_CAMERA = "depth_cam/rgb/image_raw"
+JETROVER_BATTERY = "ros_robot_controller/battery"
 
 DEPLOYMENTS: dict[str, Deployment] = {
     "sim": Deployment(
         "sim", "sim.yaml",
         (SIMULATOR, PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION),
         "built-in simulator: the whole stack on one machine, simulated time on /clock",
+        own_clock=True,
     ),
     "gazebo": Deployment(
         "gazebo", "gazebo.yaml",
-        (
-            NodeSpec("perception", "perception_node", (("camera/image_raw", "/camera/image_raw"),)),
-            MEMORY, VERIFIER,
-            NodeSpec("planner", "planner_node", (("odom", "/odom"),)),
-            PLAN_GATE, CONSOLIDATION,
-        ),
+        (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION),
         "Gazebo (gz sim) world generated from a world file; ros_gz_bridge for camera, odom, "
         "cmd_vel; navigate_to_waypoint served by your navigation stack",
     ),
@@ -79,9 +85,7 @@ DEPLOYMENTS: dict[str, Deployment] = {
         "jetrover", "jetrover.yaml",
         (
             NodeSpec("perception", "perception_node", (("camera/image_raw", JETROVER_CAMERA),)),
-            MEMORY, VERIFIER,
-            NodeSpec("planner", "planner_node", (("odom", JETROVER_ODOM),)),
-            PLAN_GATE,
+            MEMORY, VERIFIER, PLANNER, PLAN_GATE,
             NodeSpec("consolidation", "consolidation_node", (("battery", JETROVER_BATTERY),)),
             WAYPOINT_NAV,
         ),
@@ -102,16 +106,75 @@ def deployment(name: str) -> Deployment:
         raise ValueError(f"unknown deployment '{name}'; known: {', '.join(DEPLOYMENTS)}") from None
 
 
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+_NS_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def normalize_namespace(namespace: str) -> str:
+    """``""`` or an absolute namespace (``robot1`` -> ``/robot1``); ValueError if invalid."""
+    ns = (namespace or "").strip().strip("/")
+    if not ns:
+        return ""
+    parts = ns.split("/")
+    bad = [p for p in parts if not _NS_PART.fullmatch(p)]
+    if bad:
+        raise ValueError(f"invalid namespace '{namespace}': each part must start with a letter "
+                         f"or '_' and hold only letters, digits and '_' (bad: {bad})")
+    return "/" + "/".join(parts)
+
+
+def node_remaps(dep: Deployment, spec: NodeSpec, namespace: str = "") -> list[tuple[str, str]]:
+    """The remappings of ``spec`` in ``dep`` (all relative; see the module docstring)."""
+    remaps = list(spec.remaps)
+    if dep.own_clock and normalize_namespace(namespace):
+        remaps.append(("/clock", "clock"))  # this robot's simulator, this robot's time
+    return remaps
+
+
+def launch_nodes(dep: Deployment, namespace: str = "", use_sim_time: bool | None = None,
+                 log_level: str = "") -> list[dict[str, object]]:
+    """Per node: the keyword arguments of a ``launch_ros`` Node, minus ``parameters``.
+
+    ``use_sim_time`` None leaves it to the parameter file; ``log_level`` "" leaves the
+    default. The launch files add the parameter files and respawn settings.
+    """
+    ns = normalize_namespace(namespace)
+    if log_level and log_level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)} (got '{log_level}')")
+    out = []
+    for spec in dep.nodes:
+        overrides: dict[str, object] = {}
+        if use_sim_time is not None and spec is not SIMULATOR:
+            overrides["use_sim_time"] = bool(use_sim_time)
+        out.append({
+            "executable": spec.executable, "name": spec.name, "namespace": ns,
+            "remappings": node_remaps(dep, spec, ns), "overrides": overrides,
+            "arguments": ["--ros-args", "--log-level", log_level] if log_level else [],
+        })
+    return out
+
+
 def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, object] = (),
-                    remaps: Sequence[tuple[str, str]] = (), namespace: str = "") -> list[str]:
-    """The command line that runs ``spec`` as its own process (what launch would do)."""
+                    remaps: Sequence[tuple[str, str]] = (), namespace: str = "",
+                    deployment_name: str = "", log_level: str = "") -> list[str]:
+    """The command line that runs ``spec`` as its own process (what launch would do).
+
+    ``deployment_name`` adds the deployment's per-namespace remaps (:func:`node_remaps`).
+    """
+    ns = normalize_namespace(namespace)
+    if log_level and log_level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)} (got '{log_level}')")
     cmd = [sys.executable, "-u", "-m", spec.module, "--ros-args", "-r", f"__node:={spec.name}",
            "--params-file", params_file]
-    if namespace:
-        cmd += ["-r", f"__ns:={namespace}"]
+    if ns:
+        cmd += ["-r", f"__ns:={ns}"]
+    if log_level:
+        cmd += ["--log-level", log_level]
     for key, value in dict(overrides).items():
         cmd += ["-p", f"{key}:={_param_text(value)}"]
-    for old, new in (*spec.remaps, *remaps):
+    base = (node_remaps(deployment(deployment_name), spec, ns) if deployment_name
+            else list(spec.remaps))
+    for old, new in (*base, *remaps):
         cmd += ["-r", f"{old}:={new}"]
     return cmd
 

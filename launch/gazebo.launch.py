@@ -17,7 +17,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 sys.path.insert(0, os.path.dirname(__file__))
-from glove_common import config_path, glove_nodes  # noqa: E402
+from glove_common import config_path, glove_arguments, glove_nodes  # noqa: E402
 
 
 def generate_launch_description():
@@ -34,10 +34,8 @@ def generate_launch_description():
     )
     return LaunchDescription([
         DeclareLaunchArgument("sdf", description="SDF world written by `glove-ros sdf`"),
-        DeclareLaunchArgument("params_file", default_value=config_path("gazebo.yaml"),
-                              description="parameter file (one section per node)"),
-        DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
+        *glove_arguments(config_path("gazebo.yaml")),
         ExecuteProcess(cmd=["gz", "sim", "-r", LaunchConfiguration("sdf")], output="screen"),
         bridge,
-        *glove_nodes("gazebo", LaunchConfiguration("params_file")),
+        *glove_nodes("gazebo"),
     ])

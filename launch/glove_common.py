@@ -1,16 +1,28 @@
-"""Shared by the glove_ros launch files: launch_ros Nodes from glove_ros.graph.
+"""Shared by the glove_ros launch files: launch arguments and launch_ros Nodes from graph.py.
 
 Not a launch file itself (no generate_launch_description); imported by the *.launch.py
 files next to it. Needs the launch / launch_ros packages of a ROS 2 install.
+
+Every deployment takes the same launch arguments:
+  params_file   parameter file (sections /**/<node>; add /<ns>/<node> to override per robot)
+  namespace     robot namespace: the whole graph and its relative remaps move under it
+  use_sim_time  '' = as in the parameter file, else true/false for every node
+  log_level     '' = default, else debug|info|warn|error|fatal
+  respawn       restart a node that exits (true/false), after respawn_delay seconds
+The nodes are built in an OpaqueFunction, where the arguments are plain strings, so the
+same code runs on Humble, Jazzy and Kilted.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from glove_ros.graph import deployment
+from glove_ros.graph import deployment, launch_nodes
+
+BOOL = {"true": True, "false": False, "1": True, "0": False}
 
 
 def config_path(name: str) -> str:
@@ -18,22 +30,59 @@ def config_path(name: str) -> str:
     return os.path.join(get_package_share_directory("glove_ros"), "config", name)
 
 
-def glove_nodes(deployment_name: str, params_file=None, extra_params=None, namespace=""):
-    """One launch_ros Node per node of the deployment, with its params file and remaps."""
-    dep = deployment(deployment_name)
-    params = [params_file or config_path(dep.config)]
-    if extra_params:
-        params.append(extra_params)
+def _flag(text: str, name: str, allow_empty: bool = False):
+    key = text.strip().lower()
+    if allow_empty and key == "":
+        return None
+    if key not in BOOL:
+        raise ValueError(f"launch argument {name} must be true or false (got '{text}')")
+    return BOOL[key]
+
+
+def glove_arguments(config: str):
+    """The launch arguments every glove_ros launch file declares."""
     return [
-        Node(
-            package="glove_ros",
-            executable=spec.executable,
-            name=spec.name,
-            namespace=namespace or LaunchConfiguration("namespace"),
-            parameters=params,
-            remappings=list(spec.remaps),
-            output="screen",
-            emulate_tty=True,
-        )
-        for spec in dep.nodes
+        DeclareLaunchArgument("params_file", default_value=config_path(config),
+                              description="parameter file (sections /**/<node>)"),
+        DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
+        DeclareLaunchArgument("use_sim_time", default_value="",
+                              description="'' = as in params_file; true/false for every node"),
+        DeclareLaunchArgument("log_level", default_value="",
+                              description="'' or debug|info|warn|error|fatal"),
+        DeclareLaunchArgument("respawn", default_value="false",
+                              description="restart a node that exits"),
+        DeclareLaunchArgument("respawn_delay", default_value="2.0",
+                              description="seconds before a respawn"),
     ]
+
+
+def _nodes(context, deployment_name: str, node_params: dict):
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    dep = deployment(deployment_name)
+    respawn = _flag(arg("respawn"), "respawn")
+    extra = {node: {k: (v.perform(context) if hasattr(v, "perform") else v)
+                    for k, v in values.items()} for node, values in node_params.items()}
+    nodes = []
+    for spec in launch_nodes(dep, arg("namespace"), _flag(arg("use_sim_time"), "use_sim_time",
+                                                          allow_empty=True), arg("log_level")):
+        params = [arg("params_file")]
+        overrides = {**spec["overrides"], **extra.get(spec["name"], {})}
+        if overrides:
+            params.append(overrides)
+        nodes.append(Node(
+            package="glove_ros", executable=spec["executable"], name=spec["name"],
+            namespace=spec["namespace"], parameters=params, remappings=spec["remappings"],
+            arguments=spec["arguments"], respawn=respawn,
+            respawn_delay=float(arg("respawn_delay")), output="screen", emulate_tty=True,
+        ))
+    return nodes
+
+
+def glove_nodes(deployment_name: str, node_params: dict | None = None):
+    """One launch_ros Node per node of the deployment (inside an OpaqueFunction).
+
+    ``node_params``: {node name: {parameter: value or substitution}} on top of params_file.
+    """
+    return [OpaqueFunction(function=_nodes, args=[deployment_name, node_params or {}])]

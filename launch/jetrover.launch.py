@@ -1,29 +1,28 @@
 """The physical HiWonder JetRover: perception, memory, verifier and planner.
 
-  ros2 launch glove_ros jetrover.launch.py [params_file:=...] [namespace:=...]
+  ros2 launch glove_ros jetrover.launch.py [namespace:=robot1] [respawn:=true] ...
 
 Async GLOVE (replay-relaxed: memory contradicted by the camera is suppressed, nothing is
-re-tried by force) and no probing by default. The camera and odometry are remapped to the
-JetRover's topics (glove_ros/graph.py); `navigate_to_waypoint` must be served by the
-robot's navigation stack (a waypoint-to-pose bridge to Nav2). Start the robot's bringup
-(camera, chassis, Nav2) first.
+re-tried by force) and no probing by default. The camera is remapped to the JetRover's
+topic (glove_ros/graph.py, relative: it follows the namespace); `navigate_to_waypoint` is
+served by the waypoint_nav node over Nav2's navigate_to_pose action, with the map pose
+from amcl_pose. Start the robot's bringup (camera, chassis, Nav2 with AMCL) first.
+
+Arguments (launch/glove_common.py): params_file, namespace, use_sim_time, log_level,
+respawn, respawn_delay.
 """
 
 import os
 import sys
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
 
 sys.path.insert(0, os.path.dirname(__file__))
-from glove_common import config_path, glove_nodes  # noqa: E402
+from glove_common import config_path, glove_arguments, glove_nodes  # noqa: E402
 
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument("params_file", default_value=config_path("jetrover.yaml"),
-                              description="parameter file (one section per node)"),
-        DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
-        *glove_nodes("jetrover", LaunchConfiguration("params_file")),
+        *glove_arguments(config_path("jetrover.yaml")),
+        *glove_nodes("jetrover"),
     ])

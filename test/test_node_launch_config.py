@@ -65,21 +65,66 @@ def test_launch_file_names_known_deployment_and_config(path):
 def test_deployment_executables_and_parameters_exist(name):
     dep = graph.deployment(name)
     params = yaml.safe_load((ROOT / "config" / dep.config).read_text())
-    assert set(params) == {spec.name for spec in dep.nodes}, "one section per node"
+    # /**/<node>: the section applies in any namespace (namespace:=robot1 keeps it)
+    assert set(params) == {f"/**/{spec.name}" for spec in dep.nodes}, "one section per node"
     for spec in dep.nodes:
         script = ROOT / "scripts" / spec.executable
         assert script.is_file() and script.stat().st_mode & 0o111, f"{script} not executable"
         assert f"glove_ros.nodes.{spec.executable}" in script.read_text()
-        section = params[spec.name]["ros__parameters"]
+        section = params[f"/**/{spec.name}"]["ros__parameters"]
         unknown = set(_flatten(section)) - _declared(spec.executable)
         assert not unknown, f"{dep.config}: {spec.name} has undeclared keys {sorted(unknown)}"
 
 
+@pytest.mark.parametrize("name", sorted(graph.DEPLOYMENTS))
+def test_memory_never_probes_what_the_verifier_never_probes(name):
+    """Otherwise the deadlock rule can re-expose entries the robot must never re-try."""
+    params = yaml.safe_load((ROOT / "config" / graph.deployment(name).config).read_text())
+    if "/**/verifier" not in params:
+        return
+    memory = params["/**/memory"]["ros__parameters"]["verifier"]["never_probe"]
+    verifier = params["/**/verifier"]["ros__parameters"]["never_probe"]
+    assert sorted(memory) == sorted(verifier)
+
+
 def test_process_command_matches_what_launch_would_run():
     cmd = graph.process_command(graph.MEMORY, "config/sim.yaml", {"db_path": "x.db"},
-                                namespace="/r1")
+                                namespace="r1", log_level="debug")
     assert cmd[1:4] == ["-u", "-m", "glove_ros.nodes.memory_node"]
     assert "--params-file" in cmd and "__ns:=/r1" in cmd and "db_path:=x.db" in cmd
+    assert cmd[cmd.index("--log-level") + 1] == "debug"
+
+
+@pytest.mark.parametrize("name", sorted(graph.DEPLOYMENTS))
+def test_every_remap_is_relative_so_it_follows_the_namespace(name):
+    for spec in graph.deployment(name).nodes:
+        for old, new in graph.node_remaps(graph.deployment(name), spec, "/robot1"):
+            assert not new.startswith("/"), f"{name}/{spec.name}: {old} -> {new}"
+
+
+def test_namespaced_sim_takes_time_from_its_own_simulator():
+    sim = graph.deployment("sim")
+    cmd = graph.process_command(graph.PLANNER, "p.yaml", namespace="/robot2",
+                                deployment_name="sim")
+    assert "/clock:=clock" in cmd and "__ns:=/robot2" in cmd
+    assert "/clock:=clock" not in graph.process_command(graph.PLANNER, "p.yaml",
+                                                        deployment_name="sim")
+    nodes = graph.launch_nodes(sim, "robot2", use_sim_time=True, log_level="warn")
+    assert {n["namespace"] for n in nodes} == {"/robot2"}
+    assert all(("/clock", "clock") in n["remappings"] for n in nodes)
+    planner = next(n for n in nodes if n["name"] == "planner")
+    assert planner["overrides"] == {"use_sim_time": True}
+    assert planner["arguments"] == ["--ros-args", "--log-level", "warn"]
+    jet = graph.launch_nodes(graph.deployment("jetrover"), "robot1")
+    assert all(("/clock", "clock") not in n["remappings"] for n in jet)  # wall clock
+
+
+@pytest.mark.parametrize("bad", ["robot-1", "1robot", "a//b/c d"])
+def test_bad_namespace_or_log_level_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="invalid namespace"):
+        graph.process_command(graph.MEMORY, "p.yaml", namespace=bad)
+    with pytest.raises(ValueError, match="log_level"):
+        graph.launch_nodes(graph.deployment("sim"), log_level="loud")
 
 
 def test_unknown_deployment_is_a_clear_error():
