@@ -18,7 +18,8 @@ class NodeProcess:
     """One node in its own OS process, with its output captured to a log file."""
 
     def __init__(self, module: str, log_dir: Path, params: dict[str, Any] | None = None,
-                 remaps: dict[str, str] | None = None, name: str | None = None) -> None:
+                 remaps: dict[str, str] | None = None, name: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.name = name or module.rsplit(".", 1)[-1]
         self.log_path = log_dir / f"{self.name}.log"
         cmd = [sys.executable, "-u", "-m", module, "--ros-args"]
@@ -28,7 +29,7 @@ class NodeProcess:
             cmd += ["-r", f"{old}:={new}"]
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ))
+                                     env=dict(env if env is not None else os.environ))
 
     def log(self) -> str:
         """Everything the process printed so far."""

@@ -92,3 +92,18 @@ def test_nearest_waypoint_on_small_world():
     assert nearest_waypoint(world, 0.9, 1.1, max_dist=0.25) == "room_b"
     assert nearest_waypoint(world, 0.5, 1.0, max_dist=0.25) is None   # between waypoints
     assert nearest_waypoint(world, 10.0, 10.0) == "room_b"            # no limit: nearest
+
+
+def test_nav2_result_maps_to_outcomes():
+    from glove_ros.core.waypoint_nav import (
+        GOAL_ABORTED,
+        GOAL_CANCELED,
+        GOAL_SUCCEEDED,
+        outcome_from_nav2,
+    )
+
+    assert outcome_from_nav2(GOAL_SUCCEEDED, False, False) == "reached"
+    assert outcome_from_nav2(GOAL_ABORTED, False, False) == "blocked"  # Nav2 gave up
+    assert outcome_from_nav2(GOAL_CANCELED, True, False) == "cancelled"
+    assert outcome_from_nav2(GOAL_CANCELED, False, True) == "timeout"  # our nav.timeout
+    assert outcome_from_nav2(GOAL_SUCCEEDED, True, False) == "reached"  # arrived first

@@ -1,4 +1,7 @@
-"""Progress judgement for driving to a waypoint through Nav2's plain ``goal_pose`` topic.
+"""Progress judgement for driving to a waypoint through Nav2: action results or plain poses.
+
+With ``nav2_msgs`` the node sends Nav2's ``NavigateToPose`` action and Nav2 says how it
+ended (:func:`outcome_from_nav2`). Without it, the fallback is the plain ``goal_pose`` topic:
 
 Nav2's ``bt_navigator`` accepts a goal on ``goal_pose`` but says nothing back on a plain
 topic: whether the robot arrived, is stuck, or Nav2 gave up is judged here from the robot
@@ -28,6 +31,28 @@ REACHED = "reached"
 BLOCKED = "blocked"
 TIMEOUT = "timeout"
 STATUSES = (DRIVING, REACHED, BLOCKED, TIMEOUT)
+CANCELLED = "cancelled"
+UNREACHABLE = "unreachable"  # no navigation server: the task fails, nothing is remembered
+
+# action_msgs/GoalStatus codes of a finished goal (ROS-free copies)
+GOAL_SUCCEEDED, GOAL_CANCELED, GOAL_ABORTED = 4, 5, 6
+
+
+def outcome_from_nav2(status: int, cancel_requested: bool, timed_out: bool) -> str:
+    """The navigate_to_waypoint outcome of a finished NavigateToPose goal.
+
+    Succeeded -> reached; aborted (Nav2 could not plan or gave up after its recoveries) ->
+    blocked, a world fact memory keeps; cancelled -> cancelled, or timeout when our own
+    ``nav.timeout`` cancelled it; anything else (unknown, no result) -> blocked unless we
+    cancelled it.
+    """
+    if status == GOAL_SUCCEEDED:
+        return REACHED
+    if timed_out:
+        return TIMEOUT
+    if cancel_requested or status == GOAL_CANCELED:
+        return CANCELLED
+    return BLOCKED
 
 
 @dataclass(frozen=True)
@@ -132,5 +157,5 @@ def nearest_waypoint(world: Any, x: float, y: float, max_dist: float = math.inf)
     return best if best is not None and best_d <= max_dist else None
 
 
-__all__ = ["BLOCKED", "DRIVING", "REACHED", "STATUSES", "TIMEOUT", "NavConfig", "NavTracker",
-           "nearest_waypoint"]
+__all__ = ["BLOCKED", "CANCELLED", "DRIVING", "REACHED", "STATUSES", "TIMEOUT", "UNREACHABLE",
+           "NavConfig", "NavTracker", "nearest_waypoint", "outcome_from_nav2"]

@@ -1,10 +1,20 @@
-"""Waypoint navigation bridge: ``navigate_to_waypoint`` on a real robot, over Nav2's topics.
+"""Waypoint navigation bridge: ``navigate_to_waypoint`` on a real robot, over Nav2.
 
 The planner drives the robot through the ``navigate_to_waypoint`` action; in simulation the
-simulator node serves it, on the JetRover this node does. It needs no ``nav2_msgs``: it
-publishes the waypoint's pose (from the world file, with the waypoint's yaw) on
-``goal_pose``, the topic Nav2's ``bt_navigator`` (and RViz's "Nav2 Goal") uses, and judges
-progress from the robot pose (:class:`glove_ros.core.waypoint_nav.NavTracker`):
+simulator node serves it, on the JetRover this node does, in one of two ways
+(``nav2.interface``; ``auto`` picks the action when ``nav2_msgs`` is importable):
+
+**action** (Nav2's ``NavigateToPose`` on ``navigate_to_pose``): the waypoint's pose (from
+the world file, frame ``map_frame``) is the goal; Nav2's feedback becomes ours
+(distance_remaining; current_waypoint from its current_pose, which must be in
+``map_frame``); succeeded -> ``reached``, aborted (no plan, recoveries exhausted) ->
+``blocked``, our cancel and ``nav.timeout`` cancel the Nav2 goal for real (``cancelled`` /
+``timeout``); no server within ``nav2.server_timeout`` -> ``unreachable`` (the task fails,
+nothing is remembered).
+
+**topic** (fallback, no ``nav2_msgs``): it publishes the waypoint's pose on ``goal_pose``,
+the topic Nav2's ``bt_navigator`` (and RViz's "Nav2 Goal") uses, and judges progress from
+the robot pose (:class:`glove_ros.core.waypoint_nav.NavTracker`):
 
 - ``reached``: within ``nav.xy_tolerance`` of the waypoint (final_waypoint = the target);
 - ``blocked``: no ``nav.stall_distance`` of movement within ``nav.stall_timeout`` seconds
@@ -17,11 +27,14 @@ progress from the robot pose (:class:`glove_ros.core.waypoint_nav.NavTracker`):
 On blocked, timeout and cancel the current pose is sent as the goal so that Nav2 stops
 chasing a goal the planner has given up. ``final_waypoint`` is the target when reached,
 else the waypoint within ``nav.xy_tolerance`` of the robot ("" between waypoints).
-``avoid_edges`` cannot be expressed with a plain goal pose (Nav2 plans its own route on its
-costmap); they are logged and ignored. One goal at a time; a second is rejected.
+``avoid_edges`` cannot be expressed in NavigateToPose or a goal pose (Nav2 plans its own
+route on its costmap; use a keepout filter mask for corridors that stay closed); they are
+logged and ignored. One goal at a time; a second is rejected.
 
 Interfaces (relative names; remap in launch):
+  act  navigate_to_pose      nav2_msgs/NavigateToPose client (interface action)
   pub  goal_pose             geometry_msgs/PoseStamped (frame ``map_frame``) -> bt_navigator
+                             (interface topic)
   sub  pose                  geometry_msgs/PoseWithCovarianceStamped, when pose_source=pose
                              (remap to ``amcl_pose`` on the JetRover)
   sub  odom                  nav_msgs/Odometry, when pose_source=odom (only meaningful when
@@ -47,7 +60,16 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from glove_ros.action import NavigateToWaypoint
-from glove_ros.core.waypoint_nav import DRIVING, REACHED, NavConfig, NavTracker, nearest_waypoint
+from glove_ros.core.waypoint_nav import (
+    CANCELLED,
+    DRIVING,
+    REACHED,
+    UNREACHABLE,
+    NavConfig,
+    NavTracker,
+    nearest_waypoint,
+    outcome_from_nav2,
+)
 from glove_ros.core.world import World, load_world
 from glove_ros.nodes.common import (
     Param,
@@ -56,6 +78,7 @@ from glove_ros.nodes.common import (
     param_values,
     run,
     validating_callback,
+    wait_future,
 )
 from glove_ros.paths import resolve_world
 
@@ -70,9 +93,39 @@ PARAMS = (
     Param("nav.stall_timeout", 20.0, "seconds without nav.stall_distance of movement -> blocked"),
     Param("nav.stall_distance", 0.1, "metres of movement that count as progress"),
     Param("nav.timeout", 300.0, "seconds before a goal ends as timeout"),
+    Param("nav2.interface", "auto", "'action' (Nav2's NavigateToPose), 'topic' (goal_pose + "
+          "pose tracking) or 'auto' (action when nav2_msgs is importable)", read_only=True),
+    Param("nav2.action", "navigate_to_pose", "NavigateToPose action name (relative)",
+          read_only=True),
+    Param("nav2.server_timeout", 5.0, "seconds to wait for the NavigateToPose server"),
+    Param("nav2.behavior_tree", "", "behaviour tree file for Nav2 ('' = Nav2's default)"),
 )
 
 POSE_SOURCES = ("pose", "odom")
+INTERFACES = ("auto", "action", "topic")
+
+
+def nav2_action_type() -> Any:
+    """Nav2's NavigateToPose action type, or None when nav2_msgs is not installed."""
+    try:
+        from nav2_msgs.action import NavigateToPose
+    except ImportError:
+        return None
+    return NavigateToPose
+
+
+def choose_interface(requested: str) -> str:
+    """'action' or 'topic' for ``nav2.interface``; ValueError if action is impossible."""
+    if requested not in INTERFACES:
+        raise ValueError(f"nav2.interface must be one of {', '.join(INTERFACES)} "
+                         f"(got '{requested}')")
+    have = nav2_action_type() is not None
+    if requested == "action" and not have:
+        raise ValueError("nav2.interface is 'action' but nav2_msgs is not importable "
+                         "(install ros-<distro>-nav2-msgs, or use 'topic')")
+    if requested == "auto":
+        return "action" if have else "topic"
+    return requested
 TICK = 0.1  # seconds between progress checks / feedback
 
 
@@ -90,6 +143,9 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError("map_frame is empty")
     if not str(values["world"]).strip():
         raise ValueError("world is empty; give a world file path or a bundled world name")
+    if float(values["nav2.server_timeout"]) <= 0:
+        raise ValueError("nav2.server_timeout must be > 0")
+    choose_interface(str(values["nav2.interface"]))
     nav_config(values)
 
 
@@ -115,6 +171,8 @@ class WaypointNavNode(LifecycleNode):
         self._handles: list[Any] = []
         self._goal_pub = None
         self._action: ActionServer | None = None
+        self._interface = "topic"
+        self._nav2 = None  # ActionClient of NavigateToPose (interface action)
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -126,14 +184,23 @@ class WaypointNavNode(LifecycleNode):
         except (ValueError, FileNotFoundError) as exc:
             self.get_logger().error(f"cannot configure waypoint_nav: {exc}")
             return TransitionCallbackReturn.FAILURE
+        self._interface = choose_interface(str(values["nav2.interface"]))
         self.get_logger().info(
             f"world '{self._world.name}' from {path}: waypoints "
-            f"{', '.join(self._world.waypoint_ids)}; pose from '{values['pose_source']}'")
+            f"{', '.join(self._world.waypoint_ids)}; pose from '{values['pose_source']}'; "
+            f"Nav2 through its {self._interface}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         group = ReentrantCallbackGroup()
-        self._goal_pub = self.create_publisher(PoseStamped, "goal_pose", 10)
+        if self._interface == "action":
+            from rclpy.action import ActionClient
+
+            self._nav2 = ActionClient(self, nav2_action_type(),
+                                      str(self.get_parameter("nav2.action").value),
+                                      callback_group=group)
+        else:
+            self._goal_pub = self.create_publisher(PoseStamped, "goal_pose", 10)
         if self.get_parameter("pose_source").value == "odom":
             sub = self.create_subscription(Odometry, "odom", self._on_odom, 10,
                                            callback_group=group)
@@ -147,8 +214,10 @@ class WaypointNavNode(LifecycleNode):
             goal_callback=self._on_goal, cancel_callback=lambda _g: CancelResponse.ACCEPT,
             callback_group=group,
         )
-        self.get_logger().info(f"waypoint_nav active; goals on {self._goal_pub.topic_name}, "
-                               f"pose from {sub.topic_name}")
+        goals = (self._goal_pub.topic_name if self._goal_pub is not None
+                 else f"action {self._nav2._action_name}")
+        self.get_logger().info(f"waypoint_nav active; goals on {goals}, pose from "
+                               f"{sub.topic_name}")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -163,6 +232,9 @@ class WaypointNavNode(LifecycleNode):
         if self._goal_pub is not None:
             self.destroy_publisher(self._goal_pub)
             self._goal_pub = None
+        if self._nav2 is not None:
+            self._nav2.destroy()
+            self._nav2 = None
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -202,12 +274,7 @@ class WaypointNavNode(LifecycleNode):
         pub = self._goal_pub
         if pub is None:
             return
-        msg = PoseStamped()
-        msg.header.frame_id = str(self.get_parameter("map_frame").value)
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.pose.position.x, msg.pose.position.y = float(x), float(y)
-        msg.pose.orientation.z, msg.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
-        pub.publish(msg)
+        pub.publish(self._goal_pose(x, y, yaw))
 
     def _stop(self, why: str) -> None:
         """Send the current pose as the goal so that Nav2 stops driving."""
@@ -257,8 +324,11 @@ class WaypointNavNode(LifecycleNode):
         if goal.avoid_edges:
             self.get_logger().warning(
                 f"navigate_to '{goal.waypoint}': avoid_edges {list(goal.avoid_edges)} not "
-                f"supported by a plain goal_pose (Nav2 plans its own route); ignored")
+                f"supported by Nav2's NavigateToPose or goal_pose (Nav2 plans its own route on its "
+                f"costmap; use a keepout mask); ignored")
         wp = world.waypoint(goal.waypoint)
+        if self._interface == "action":
+            return self._drive_action(handle, wp, config, result)
         self._wait_for_nav2()
         start = self._now()
         tracker = NavTracker((wp.x, wp.y), config, start)
@@ -310,6 +380,83 @@ class WaypointNavNode(LifecycleNode):
             + (f", {dist:.2f} m from the goal" if dist is not None else ", no pose received"))
         return result
 
+    def _drive_action(self, handle: Any, wp: Any, config: NavConfig, result: Any) -> Any:
+        """One navigate_to_waypoint goal as one Nav2 NavigateToPose goal."""
+        action_type = nav2_action_type()
+        client = self._nav2
+        start = self._now()
+        server_timeout = float(self.get_parameter("nav2.server_timeout").value)
+        nav_goal = None
+        if client is not None and client.wait_for_server(timeout_sec=server_timeout):
+            goal = action_type.Goal()
+            goal.pose = self._goal_pose(wp.x, wp.y, wp.yaw)
+            goal.behavior_tree = str(self.get_parameter("nav2.behavior_tree").value)
+            nav_goal = wait_future(client.send_goal_async(
+                goal, feedback_callback=lambda fb: self._on_nav2_feedback(handle, fb, config)),
+                server_timeout)
+        if nav_goal is None or not nav_goal.accepted:
+            why = ("no NavigateToPose server" if nav_goal is None else "Nav2 rejected the goal")
+            self.get_logger().error(f"navigate_to '{wp.id}': {why} on "
+                                    f"{client._action_name if client else '?'}")
+            result.outcome = UNREACHABLE
+            result.final_waypoint = self._final_waypoint(config.xy_tolerance)
+            handle.abort()
+            return result
+        self.get_logger().info(f"navigate_to '{wp.id}': NavigateToPose goal ({wp.x:.2f}, "
+                               f"{wp.y:.2f}, yaw {wp.yaw:.2f}) in '{goal.pose.header.frame_id}'")
+        done = nav_goal.get_result_async()
+        cancelled = timed_out = False
+        while not done.done():
+            if not cancelled and (handle.is_cancel_requested or not self._active
+                                  or self._now() - start > config.timeout):
+                cancelled = True
+                timed_out = not handle.is_cancel_requested and self._active
+                wait_future(nav_goal.cancel_goal_async(), server_timeout)  # Nav2 stops
+            time.sleep(TICK)
+        status = done.result().status
+        outcome = outcome_from_nav2(status, cancelled and not timed_out, timed_out)
+        code = getattr(done.result().result, "error_code", 0)
+        result.reached = outcome == REACHED
+        result.outcome = outcome
+        result.final_waypoint = (wp.id if outcome == REACHED
+                                 else self._final_waypoint(config.xy_tolerance))
+        result.travel_time = float(max(self._now() - start, 0.0))
+        if outcome == REACHED:
+            handle.succeed()
+        elif outcome == CANCELLED and handle.is_cancel_requested:
+            handle.canceled()
+        else:
+            handle.abort()
+        self.get_logger().info(f"navigate_to '{wp.id}': {outcome} (Nav2 status {status}, "
+                               f"error_code {code}) at '{result.final_waypoint}' after "
+                               f"{result.travel_time:.1f}s")
+        return result
+
+    def _on_nav2_feedback(self, handle: Any, msg: Any, config: NavConfig) -> None:
+        """Nav2 feedback -> our feedback; its current_pose updates the map pose if in map."""
+        fb = msg.feedback
+        mf = str(self.get_parameter("map_frame").value)
+        frame = fb.current_pose.header.frame_id
+        if frame == mf:
+            self._store_pose(frame, fb.current_pose.pose)
+        elif not self._frame_warned:
+            self._frame_warned = True
+            self.get_logger().warning(f"Nav2 feedback pose in '{frame}', not '{mf}': ignored")
+        try:
+            handle.publish_feedback(NavigateToWaypoint.Feedback(
+                current_waypoint=self._final_waypoint(config.xy_tolerance),
+                distance_remaining=float(fb.distance_remaining)))
+        except Exception as exc:  # the goal may have ended between Nav2's feedback and here
+            self.get_logger().debug(f"feedback dropped: {exc}")
+
+    def _goal_pose(self, x: float, y: float, yaw: float) -> PoseStamped:
+        msg = PoseStamped()
+        msg.header.frame_id = str(self.get_parameter("map_frame").value)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.pose.position.x, msg.pose.position.y = float(x), float(y)
+        msg.pose.orientation.z, msg.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+        return msg
+
     def _wait_for_nav2(self, timeout: float = 5.0) -> None:
         """Wait briefly for a goal_pose subscriber, so that the goal is not lost."""
         pub = self._goal_pub
@@ -332,4 +479,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["PARAMS", "WaypointNavNode", "main", "nav_config", "validate", "yaw_of"]
+__all__ = ["PARAMS", "WaypointNavNode", "choose_interface", "main", "nav2_action_type",
+           "nav_config", "validate", "yaw_of"]

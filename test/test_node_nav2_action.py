@@ -1,0 +1,232 @@
+"""waypoint_nav over Nav2's NavigateToPose action, against a stand-in action server.
+
+Nav2 is not installable here, so the test builds a test-only ``nav2_msgs`` package with the
+same NavigateToPose fields (test/nav2_standin/, colcon, cached under build/nav2_standin/
+per Python environment) and runs test/nav2_standin_server.py as the bt_navigator. Both the
+waypoint_nav node and the stand-in run as processes with that package on their paths; this
+process only speaks glove_ros's navigate_to_waypoint and plain topics. What must hold:
+nav2.interface auto picks the action; the goal is the waypoint's pose in ``map``; Nav2's
+feedback becomes ours; succeeded -> reached, aborted -> blocked, our cancel and our
+timeout cancel the Nav2 goal for real; no server -> unreachable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+from rosproc import Collector, NodeProcess, ros_client, wait_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "test" / "nav2_standin" / "nav2_msgs"
+TIMEOUT = 3.0  # nav.timeout of the node under test, seconds
+
+
+def _build_standin() -> Path:
+    """colcon-build the stand-in nav2_msgs for this Python environment (cached)."""
+    files = sorted(p for p in STANDIN.rglob("*") if p.is_file())
+    digest = hashlib.sha256(sys.prefix.encode()
+                            + b"".join(p.read_bytes() for p in files)).hexdigest()[:12]
+    base = ROOT / "build" / "nav2_standin" / digest
+    install = base / "install"
+    if (install / "nav2_msgs" / "share" / "nav2_msgs" / "package.xml").is_file():
+        return install
+    env = dict(os.environ, CMAKE_PREFIX_PATH=sys.prefix,
+               AMENT_PREFIX_PATH=os.pathsep.join([sys.prefix, os.environ.get(
+                   "AMENT_PREFIX_PATH", "")]).rstrip(os.pathsep))
+    colcon = Path(sys.prefix) / "bin" / "colcon"
+    r = subprocess.run(
+        [str(colcon), "--log-base", str(base / "log"), "build", "--base-paths", str(STANDIN),
+         "--build-base", str(base / "build"), "--install-base", str(install),
+         "--cmake-args", f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"building the nav2_msgs stand-in failed:\n{r.stdout[-4000:]}"
+    return install
+
+
+def _env_with(install: Path) -> dict[str, str]:
+    prefix = install / "nav2_msgs"
+    site = next((prefix / "lib").glob("python3*/site-packages"))
+    env = dict(os.environ)
+    for var, path in (("PYTHONPATH", site), ("LD_LIBRARY_PATH", prefix / "lib"),
+                      ("AMENT_PREFIX_PATH", prefix)):
+        env[var] = os.pathsep.join([str(path), *filter(None, [env.get(var)])])
+    return env
+
+
+@pytest.fixture(scope="module")
+def nav2(tmp_path_factory):
+    """(node process, test node, action client, events, goals, mode publisher)."""
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.action import ActionClient
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    from glove_ros.action import NavigateToWaypoint
+
+    env = _env_with(_build_standin())
+    log_dir = tmp_path_factory.mktemp("nav2_action")
+    server = str(ROOT / "test" / "nav2_standin_server.py")
+    standin = subprocess.Popen([sys.executable, "-u", server],
+                               stdout=open(log_dir / "standin.log", "w"),  # noqa: SIM115
+                               stderr=subprocess.STDOUT, env=env)
+    proc = NodeProcess("glove_ros.nodes.waypoint_nav_node", log_dir, {
+        "world": "small", "nav.timeout": TIMEOUT, "nav.stall_timeout": 1.0}, env=env)
+
+    def logs() -> str:
+        return proc.log() + "\n--- stand-in\n" + (log_dir / "standin.log").read_text()
+
+    try:
+        with ros_client("nav2_action_test") as node:
+            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            mode = node.create_publisher(String, "standin/mode", latched)
+            events = Collector(node, String, "standin/events")
+            goals = Collector(node, PoseStamped, "standin/goals")
+            client = ActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
+            wait_for(lambda: client.server_is_ready() or not proc.alive(), 30,
+                     "navigate_to_waypoint server", logs)
+            assert proc.alive(), logs()
+            wait_for(lambda: node.count_subscribers("standin/mode") > 0, 20, "stand-in", logs)
+            yield proc, node, client, events, goals, mode, logs
+    finally:
+        proc.stop()
+        standin.terminate()
+        standin.wait(10)
+
+
+def _set_mode(nav2, mode: str) -> None:
+    from std_msgs.msg import String
+
+    _proc, _node, _client, events, _goals, pub, _logs = nav2
+    pub.publish(String(data=mode))
+    time.sleep(0.3)  # latched, but let the stand-in's callback run before the goal
+    events.items.clear()
+
+
+def _wait(future, timeout: float, what: str, logs):
+    end = time.monotonic() + timeout
+    while not future.done():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}\n--- logs ---\n{logs()}")
+        time.sleep(0.01)
+    return future.result()
+
+
+def _send(nav2, waypoint: str, feedback: list):
+    from glove_ros.action import NavigateToWaypoint
+
+    _proc, _node, client, _events, _goals, _mode, logs = nav2
+    handle = _wait(client.send_goal_async(NavigateToWaypoint.Goal(waypoint=waypoint),
+                                          feedback_callback=lambda f: feedback.append(f.feedback)),
+                   10, "goal response", logs)
+    assert handle.accepted, logs()
+    return handle
+
+
+def _steps(nav2) -> list[str]:
+    return [m.data for m in nav2[3].items]
+
+
+def test_auto_picks_the_action_and_goal_is_the_waypoint_pose_in_map(nav2):
+    from action_msgs.msg import GoalStatus
+
+    from glove_ros.core.world import load_world
+    from glove_ros.paths import resolve_world
+
+    proc, _node, _client, _events, goals, _mode, logs = nav2
+    assert "Nav2 through its action" in proc.log()
+    _set_mode(nav2, "succeed")
+    feedback: list = []
+    handle = _send(nav2, "room_b", feedback)
+    res = _wait(handle.get_result_async(), 20, "result", logs)
+    r = res.result
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, logs()
+    assert (r.reached, r.outcome, r.final_waypoint) == (True, "reached", "room_b")
+    wp = load_world(resolve_world("small")).waypoint("room_b")
+    goal = goals.items[-1]
+    assert goal.header.frame_id == "map"
+    assert (goal.pose.position.x, goal.pose.position.y) == pytest.approx((wp.x, wp.y))
+    assert [round(f.distance_remaining, 3) for f in feedback] == [0.6, 0.4, 0.2]
+    assert _steps(nav2) == ["goal", "succeeded"]
+
+
+def test_nav2_abort_is_blocked(nav2):
+    from action_msgs.msg import GoalStatus
+
+    _set_mode(nav2, "abort")
+    handle = _send(nav2, "hall", [])
+    res = _wait(handle.get_result_async(), 20, "result", nav2[6])
+    assert res.status == GoalStatus.STATUS_ABORTED
+    assert (res.result.reached, res.result.outcome) == (False, "blocked")
+    assert _steps(nav2) == ["goal", "aborted"]
+
+
+def test_cancel_reaches_nav2(nav2):
+    from action_msgs.msg import GoalStatus
+
+    _set_mode(nav2, "hang")
+    feedback: list = []
+    handle = _send(nav2, "room_a", feedback)
+    wait_for(lambda: len(feedback) > 2, 10, "feedback while driving", nav2[6])
+    assert all(f.distance_remaining == pytest.approx(2.0) for f in feedback)
+    _wait(handle.cancel_goal_async(), 10, "cancel response", nav2[6])
+    res = _wait(handle.get_result_async(), 20, "result", nav2[6])
+    assert res.status == GoalStatus.STATUS_CANCELED
+    assert res.result.outcome == "cancelled"
+    wait_for(lambda: "canceled" in _steps(nav2), 10, "Nav2 goal cancelled", nav2[6])
+    assert _steps(nav2)[:2] == ["goal", "cancel_request"]
+
+
+def test_own_timeout_cancels_the_nav2_goal(nav2):
+    from action_msgs.msg import GoalStatus
+
+    _set_mode(nav2, "hang")
+    handle = _send(nav2, "hall", [])
+    res = _wait(handle.get_result_async(), TIMEOUT + 20, "result", nav2[6])
+    assert res.status == GoalStatus.STATUS_ABORTED
+    assert res.result.outcome == "timeout"
+    wait_for(lambda: "canceled" in _steps(nav2), 10, "Nav2 goal cancelled", nav2[6])
+
+
+def test_no_nav2_server_is_unreachable_not_blocked(nav2, tmp_path):
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+
+    from glove_ros.action import NavigateToWaypoint
+
+    _proc, node, *_ = nav2
+    env = _env_with(_build_standin())
+    lonely = NodeProcess("glove_ros.nodes.waypoint_nav_node", tmp_path, {
+        "world": "small", "nav2.server_timeout": 1.0}, name="lonely",
+        remaps={"__ns": "/lonely"}, env=env)  # /lonely/navigate_to_pose has no server
+    try:
+        client = ActionClient(node, NavigateToWaypoint, "/lonely/navigate_to_waypoint")
+        wait_for(client.server_is_ready, 30, "lonely server", lonely.log)
+        handle = _wait(client.send_goal_async(NavigateToWaypoint.Goal(waypoint="hall")), 10,
+                       "goal response", lonely.log)
+        res = _wait(handle.get_result_async(), 20, "result", lonely.log)
+        assert res.status == GoalStatus.STATUS_ABORTED
+        assert res.result.outcome == "unreachable", lonely.log()
+    finally:
+        lonely.stop()
+
+
+def test_action_interface_without_nav2_msgs_fails_configure_clearly():
+    from glove_ros.nodes import waypoint_nav_node as w
+
+    if w.nav2_action_type() is not None:
+        pytest.skip("nav2_msgs importable in this process")
+    assert w.choose_interface("auto") == "topic"
+    with pytest.raises(ValueError, match="nav2_msgs is not importable"):
+        w.choose_interface("action")
+    with pytest.raises(ValueError, match="nav2.interface"):
+        w.choose_interface("carrier_pigeon")
