@@ -23,11 +23,15 @@ remain only for rare calls: queries by ``robot_id`` or ``action`` alone, and pos
 neighbourhoods, which read the candidates of a few grid cells. WAL checkpoints run every
 16 MB of WAL instead of SQLite's 4 MB, so their copy + fsync lands on fewer writes.
 
-Safety. A file that is not an SQLite database, or whose schema cannot be read, raises
-:class:`StoreCorruptError` and is left byte-for-byte untouched; a valid SQLite file of
-another application raises :class:`StoreError`. ``check=True`` also runs
-``PRAGMA quick_check`` at open. Bad input (invalid transitions, unknown ids) raises
-``ValueError`` and changes nothing.
+Safety. Before an existing file is opened for writing, :func:`~glove_ros.core.store_check.
+check_file` reads it without writing it or its WAL (reading through the ``-wal`` file when it
+holds frames, so rows left there by an interrupted checkpoint, a killed process or a full disk
+count). :class:`StoreCorruptError` is raised only when SQLite itself reports damage; a
+read-only location, a file that cannot be opened, a full disk, a zero-byte file without a WAL
+and another application's SQLite file each raise :class:`StoreError` with their own message,
+and every refused file is left byte-for-byte untouched. ``check=True`` also runs ``PRAGMA
+quick_check`` at open. A new file is created 0600 (its directory 0700). Bad input (invalid
+transitions, unknown ids) raises ``ValueError`` and changes nothing.
 
 Threads. One connection guarded by a re-entrant lock; any thread may call any method.
 Listeners (:meth:`ExperienceStore.add_listener`) receive each :class:`MemoryEvent` after the
@@ -61,12 +65,24 @@ from glove_ros.core.experience import (
     Status,
     Transition,
 )
+from glove_ros.core.store_check import (
+    RecoveryReport,
+    StoreCorruptError,
+    StoreError,
+    check_file,
+    create_private,
+    describe_error,
+    read_only_message,
+    recover,
+)
 
 __all__ = [
     "DEFAULT_CELL_SIZE",
     "SCHEMA_VERSION",
     "ExperienceStore",
     "OutcomeGroup",
+    "RecoveryReport",
+    "recover_store",
     "StoreCorruptError",
     "StoreError",
 ]
@@ -79,7 +95,6 @@ SCHEMA_VERSION = 1
 APPLICATION_ID = 0x474C5645
 #: grid cell side (metres) of a new store; used by the pose equivalence rule's index
 DEFAULT_CELL_SIZE = 0.5
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 #: WAL pages between automatic checkpoints (16 MB with 4 KiB pages; SQLite's default is 1000).
 #: A checkpoint copies the WAL into the database and fsyncs it inside whichever commit
 #: crosses the mark; fewer, larger checkpoints keep that cost out of the p99 of writes.
@@ -168,14 +183,6 @@ CREATE TABLE IF NOT EXISTS kv(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT
 """
 
 
-class StoreError(RuntimeError):
-    """The experience store cannot be used (wrong file, locked, closed, newer schema)."""
-
-
-class StoreCorruptError(StoreError):
-    """The database file is damaged or not an SQLite database; it was left untouched."""
-
-
 @dataclass(frozen=True)
 class OutcomeGroup:
     """Trusted entries of one (state_key, action, action_arg), summarised per outcome.
@@ -223,11 +230,27 @@ def _glove_tables_only(tables: set[str]) -> bool:
     return all(t.startswith(("plan_", "sqlite_")) for t in tables)
 
 
-def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
-    text = str(exc).lower()
-    return any(
-        s in text for s in ("malformed", "not a database", "file is encrypted", "corrupt")
-    )
+def recover_store(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str]
+) -> RecoveryReport:
+    """Copy every readable row of a damaged memory file ``src`` into a new file ``dst``.
+
+    ``src`` is only read. Derived tables (trusted-outcome counts) are rebuilt from the
+    recovered entries, so ``dst`` opens as a consistent store; plan-memory tables sharing
+    the file are copied row by row like the rest.
+    """
+    def rebuild(conn: sqlite3.Connection) -> None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        if {"entries", "outcome_counts"} <= tables:
+            conn.execute("DELETE FROM outcome_counts")
+            conn.execute(
+                "INSERT INTO outcome_counts(state_key, action, action_arg, outcome, n, last_id, "
+                "max_reward) SELECT state_key, action, action_arg, outcome, COUNT(*), MAX(id), "
+                "MAX(reward) FROM entries WHERE status=0 "
+                "GROUP BY state_key, action, action_arg, outcome"
+            )
+
+    return recover(src, dst, after=rebuild)
 
 
 def _normalise_ids(ids: Iterable[int], what: str = "ids") -> list[int]:
@@ -302,19 +325,16 @@ class ExperienceStore:
             p = Path(self.path)
             if p.is_dir():
                 raise StoreError(f"{p} is a directory; give the path of a database file")
-            if p.exists() and p.stat().st_size > 0:
+            if p.exists() or Path(self.path + "-wal").exists():
                 existing = True
-                with open(p, "rb") as f:
-                    header = f.read(len(_SQLITE_MAGIC))
-                if header != _SQLITE_MAGIC:
-                    raise StoreCorruptError(
-                        f"{p} is not an SQLite database (header {header[:16]!r}); it was left "
-                        "untouched. Move it aside or restore it from a backup."
-                    )
+                check_file(p, check=check, identity=self._identity)
+                if not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK):
+                    raise StoreError(read_only_message(str(p), "permission denied"))
             else:
-                p.parent.mkdir(parents=True, exist_ok=True)
-        if existing:
-            self._precheck(check)
+                try:
+                    create_private(p)
+                except OSError as exc:
+                    raise StoreError(f"cannot create experience store {p}: {exc}") from exc
         try:
             conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -327,9 +347,7 @@ class ExperienceStore:
                 app_id = conn.execute("PRAGMA application_id").fetchone()[0]
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
             except sqlite3.DatabaseError as exc:
-                raise StoreCorruptError(
-                    f"{self.path} is damaged ({exc}); move it aside or restore it from a backup"
-                ) from exc
+                raise describe_error(self.path, exc) from exc
             if existing and app_id != APPLICATION_ID and not _glove_tables_only(tables):
                 raise StoreError(
                     f"{self.path} is an SQLite database of another application (application_id "
@@ -381,54 +399,24 @@ class ExperienceStore:
             self.cell_size = stored
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if _is_corruption(exc):
-                raise StoreCorruptError(f"{self.path} is damaged ({exc})") from exc
-            raise StoreError(f"cannot open experience store {self.path}: {exc}") from exc
+            raise describe_error(self.path, exc) from exc
         except BaseException:
             conn.close()
             raise
         self._conn = conn
 
-    def _precheck(self, check: bool) -> None:
-        """Read an existing file without writing anything (no -wal / -shm files either).
-
-        Opens it immutable and read-only, reads the schema and identity, and with ``check``
-        runs ``PRAGMA quick_check``. Damage raises :class:`StoreCorruptError`; another
-        application's database raises :class:`StoreError`.
-        """
-        uri = Path(self.path).absolute().as_uri() + "?mode=ro&immutable=1"
-        try:
-            conn = sqlite3.connect(uri, uri=True)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open experience store {self.path}: {exc}") from exc
-        try:
-            try:
-                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-                app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-                result = conn.execute("PRAGMA quick_check").fetchall() if check else [("ok",)]
-            except sqlite3.DatabaseError as exc:
-                raise StoreCorruptError(
-                    f"{self.path} is damaged ({exc}); it was left untouched. Move it aside or "
-                    "restore it from a backup."
-                ) from exc
-            if app_id not in (0, APPLICATION_ID) and not _glove_tables_only(tables):
-                raise StoreError(
-                    f"{self.path} is an SQLite database of another application (application_id "
-                    f"{app_id:#x}); refusing to use or modify it"
-                )
-            if app_id == 0 and "entries" not in tables and not _glove_tables_only(tables):
-                raise StoreError(
-                    f"{self.path} is an SQLite database of another application (tables "
-                    f"{', '.join(sorted(tables)[:5])}); refusing to use or modify it"
-                )
-            if [r[0] for r in result] != ["ok"]:
-                detail = "; ".join(str(r[0]) for r in result[:3])
-                raise StoreCorruptError(
-                    f"{self.path} failed the integrity check ({detail}); it was left "
-                    "untouched. Restore it from a backup."
-                )
-        finally:
-            conn.close()
+    def _identity(self, tables: set[str], app_id: int) -> None:
+        """Refuse another application's SQLite file (raises :class:`StoreError`)."""
+        if app_id not in (0, APPLICATION_ID) and not _glove_tables_only(tables):
+            raise StoreError(
+                f"{self.path} is an SQLite database of another application (application_id "
+                f"{app_id:#x}); refusing to use or modify it"
+            )
+        if app_id == 0 and "entries" not in tables and not _glove_tables_only(tables):
+            raise StoreError(
+                f"{self.path} is an SQLite database of another application (tables "
+                f"{', '.join(sorted(tables)[:5])}); refusing to use or modify it"
+            )
 
     def set_synchronous(self, synchronous: str) -> None:
         """Switch durability at run time: ``"FULL"`` (power-loss safe) or ``"NORMAL"``.
@@ -489,9 +477,7 @@ class ExperienceStore:
         return self._conn
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
-        if isinstance(exc, sqlite3.DatabaseError) and _is_corruption(exc):
-            return StoreCorruptError(f"{self.path} is damaged ({exc}); stop writing to it")
-        return StoreError(f"experience store {self.path}: {exc}")
+        return describe_error(self.path, exc)
 
     @contextmanager
     def transaction(self) -> Iterator[ExperienceStore]:
