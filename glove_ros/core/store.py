@@ -253,12 +253,24 @@ def recover_store(
     return recover(src, dst, after=rebuild)
 
 
+_MAX_ID = (1 << 63) - 1  # SQLite INTEGER range; larger ids cannot exist
+
+
+def _known_id(value: Any) -> int | None:
+    """``value`` as a possible row id, or None when no row can have it (wrong type, range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_ID:
+        return None
+    return int(value)
+
+
 def _normalise_ids(ids: Iterable[int], what: str = "ids") -> list[int]:
     out: list[int] = []
     seen: set[int] = set()
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int):
             raise ValueError(f"{what} must be integer entry ids, got {i!r}")
+        if not -_MAX_ID <= i <= _MAX_ID:
+            raise ValueError(f"{what}: {i} is outside the 64-bit id range; no entry has it")
         if i not in seen:
             seen.add(i)
             out.append(i)
@@ -993,8 +1005,11 @@ class ExperienceStore:
     # ------------------------------------------------------------------ reads
 
     def get(self, entry_id: int) -> MemoryEntry | None:
-        """The entry with id ``entry_id``, or None."""
-        rows = self._query(f"SELECT {_COLUMNS} FROM entries WHERE id=?", (int(entry_id),))
+        """The entry with id ``entry_id``, or None (also for ids no entry can have)."""
+        eid = _known_id(entry_id)
+        if eid is None:
+            return None
+        rows = self._query(f"SELECT {_COLUMNS} FROM entries WHERE id=?", (eid,))
         return self._entry(rows[0]) if rows else None
 
     def get_many(self, ids: Iterable[int]) -> list[MemoryEntry]:
@@ -1372,6 +1387,8 @@ class ExperienceStore:
 
     def get_pending(self, key: int) -> PendingItem | None:
         """The pending item with queue key ``key``, or None."""
+        if _known_id(key) is None:
+            return None
         rows = self._query(f"SELECT {self._PENDING_COLS} FROM pending WHERE id=?", (int(key),))
         return self._pending_item(rows[0]) if rows else None
 
@@ -1394,6 +1411,8 @@ class ExperienceStore:
         if not isinstance(outcome, str) or not outcome.strip():
             raise ValueError("pending evidence needs a non-empty outcome signature")
         when = self._stamp(stamp)
+        if _known_id(key) is None:
+            raise ValueError(f"no pending re-verification with key {key}")
         with self.transaction():
             if self._exec("SELECT 1 FROM pending WHERE id=?", (int(key),)).fetchone() is None:
                 raise ValueError(f"no pending re-verification with key {key}")
@@ -1411,6 +1430,8 @@ class ExperienceStore:
 
     def clear_pending(self, key: int) -> bool:
         """Remove a pending item and its evidence; False if there was none."""
+        if _known_id(key) is None:
+            return False
         with self.transaction():
             cur = self._exec("DELETE FROM pending WHERE id=?", (int(key),))
             self._exec("DELETE FROM pending_evidence WHERE pending_id=?", (int(key),))
