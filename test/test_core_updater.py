@@ -243,3 +243,18 @@ def test_llm_updater_real_gguf_valid_candidate_or_clean_rejection(store):
             assert 1 <= len(cand.edits) <= 2
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("field", ["task", "goal", "reported_waypoint", "episode_id",
+                                   "failure_reason"])
+def test_oversized_or_nul_strings_are_refused(field):
+    from glove_ros.core.updater import MAX_TASK_CHARS, EpisodeOutcome
+
+    base = {"episode_id": "e1", "task": "find the red block", "goal": "red"}
+    big = dict(base, **{field: "r" * (1 << 20)})
+    with pytest.raises(ValueError, match=f"{field} is 1048576 characters long; the limit is"):
+        EpisodeOutcome(**big).validate()
+    nul = dict(base, **{field: "re\x00d"})
+    with pytest.raises(ValueError, match=f"{field} contains a NUL"):
+        EpisodeOutcome(**nul).validate()
+    EpisodeOutcome(**dict(base, task="t" * MAX_TASK_CHARS)).validate()

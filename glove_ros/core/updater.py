@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from glove_ros.core.experience import MAX_KEY_CHARS
 from glove_ros.core.llm import JsonLlm, LlmResult
 from glove_ros.core.plan_memory import (
     KINDS,
@@ -84,6 +85,12 @@ class Traversal:
     transition_id: int | None = None
 
 
+#: longest accepted task instruction or failure reason of an episode (characters)
+MAX_TASK_CHARS = 1024
+#: most looks + drives one episode may carry into plan memory
+MAX_EPISODE_STEPS = 10_000
+
+
 @dataclass(frozen=True)
 class EpisodeOutcome:
     """What happened in one task episode.
@@ -114,6 +121,23 @@ class EpisodeOutcome:
             raise ValueError("episode_id must be a non-empty string")
         if not isinstance(self.task, str):
             raise ValueError("task must be a string")
+        for name, value, limit in (
+            ("episode_id", self.episode_id, MAX_KEY_CHARS),
+            ("task", self.task, MAX_TASK_CHARS),
+            ("goal", self.goal or "", MAX_KEY_CHARS),
+            ("reported_waypoint", self.reported_waypoint or "", MAX_KEY_CHARS),
+            ("failure_reason", self.failure_reason, MAX_TASK_CHARS),
+        ):
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+            if len(value) > limit:
+                raise ValueError(f"{name} is {len(value)} characters long; the limit is {limit}")
+            if "\x00" in value:
+                raise ValueError(f"{name} contains a NUL character")
+        if len(self.observations) + len(self.traversals) > MAX_EPISODE_STEPS:
+            raise ValueError(
+                f"episode has {len(self.observations) + len(self.traversals)} looks and drives; "
+                f"the limit is {MAX_EPISODE_STEPS}")
         if self.goal is not None and (not isinstance(self.goal, str) or not slugify(self.goal)):
             raise ValueError(f"goal must be a colour name or None (got {self.goal!r})")
         for o in self.observations:
