@@ -6,6 +6,7 @@ parameter handling identical (STYLE.md, "Node anatomy").
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,30 +96,82 @@ def run(
     Lifecycle nodes are configured and activated at start when their ``autostart``
     parameter is true (the default), so a plain process start gives a working node;
     with ``autostart:=false`` an external lifecycle manager drives the transitions.
+
+    SIGINT and SIGTERM only set a flag (no KeyboardInterrupt anywhere, also not while the
+    node is being built or loads a model); the spin loop sees it within a quarter second.
+    Teardown runs in the order that lets callbacks finish while their publishers still
+    work: executor, node, then rclpy. So a stop prints no traceback and no "exception was
+    never retrieved" from a callback that outlived its context. Returns 0 after a signal,
+    1 when the node could not be brought up.
     """
-    rclpy.init(args=args)
+    stop = threading.Event()
+    previous = _on_stop_signals(stop)
+    try:
+        from rclpy.signals import SignalHandlerOptions
+
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    except ImportError:  # older rclpy without the option: its own handler also stops spin
+        rclpy.init(args=args)
     node = None
+    executor = None
     code = 0
     try:
         node = make_node()
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         if (
-            lifecycle_autostart
+            not stop.is_set()
+            and lifecycle_autostart
             and hasattr(node, "trigger_configure")
             and node.get_parameter("autostart").value
             and not autostart(node)
         ):
             code = 1
         else:
-            executor.spin()
+            while not stop.is_set() and rclpy.ok():
+                executor.spin_once(timeout_sec=0.25)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+        _teardown(node, executor)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return code
+
+
+def _on_stop_signals(stop: threading.Event) -> dict[int, Any]:
+    """Make SIGINT and SIGTERM set ``stop``; returns the previous handlers."""
+    def handler(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _teardown(node: Node | None, executor: Any, timeout: float = 5.0) -> None:
+    """Let running callbacks finish (up to ``timeout``), destroy the node, shut rclpy down."""
+    if executor is not None:
+        # A callback that runs longer (a task in flight) must not hold the process:
+        # drain and shut the executor down from a helper thread, go on after the timeout.
+        done = threading.Thread(target=stop_executor, args=(executor, timeout), daemon=True)
+        done.start()
+        done.join(timeout)
+    if node is not None:
+        node.destroy_node()
+    rclpy.try_shutdown()
+
+
+def stop_executor(executor: Any, timeout: float = 5.0) -> None:
+    """Wait for the callbacks already handed to worker threads, then shut the executor down.
+
+    rclpy's ``MultiThreadedExecutor.shutdown`` destroys its guard condition before its
+    worker threads finish, and a callback finishing afterwards fails on that guard
+    ("exception was never retrieved: cannot use Destroyable"). The spin loop has stopped
+    handing out work, so waiting for the worker pool first closes that window.
+    """
+    pool = getattr(executor, "_executor", None)  # rclpy's ThreadPoolExecutor (private)
+    if pool is not None:
+        pool.shutdown(wait=True)
+    executor.shutdown(timeout_sec=timeout)
 
 
 def wait_future(future: Any, timeout: float) -> Any:
@@ -174,5 +227,6 @@ __all__ = [
     "wait_future",
     "param_values",
     "run",
+    "stop_executor",
     "validating_callback",
 ]
