@@ -8,6 +8,8 @@ Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
 * ``bag``      record, replay and drift-test rosbag2 recordings
 * ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
 * ``launch``   start a deployment's nodes as processes (what ``ros2 launch`` does there)
+* ``task``     give the running graph a task ("find the red block"); feedback and result
+* ``watch``    live memory events of the running graph (dissonance, suppressions, probes)
 * ``sdf``      write the Gazebo SDF world generated from a world file
 * ``doctor``   check this environment: ROS 2, generated interfaces, models, discovery
 
@@ -122,9 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("ros_args", nargs=argparse.REMAINDER)
         p.set_defaults(func=_run_node)
 
-    from glove_ros import launcher
+    from glove_ros import launcher, live
 
     launcher.add_parser(sub)
+    p = sub.add_parser("task", help="give the running robot a task; print feedback and result",
+                       description=live.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    live.add_task_arguments(p)
+    p.set_defaults(func=live.task_main)
+    p = sub.add_parser("watch", help="print what the running robot's memory does, live",
+                       description=live.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    live.add_watch_arguments(p)
+    p.set_defaults(func=live.watch_main)
 
     if _module_exists("glove_ros.core.sdf"):
         p = sub.add_parser("sdf", help="write the Gazebo SDF world of a world file",
