@@ -68,6 +68,8 @@ def transition_from_msg(msg: TransitionMsg) -> Transition:
     if msg.source not in {s.value for s in Source}:
         raise ValueError(f"transition source {msg.source} is not one of "
                          + ", ".join(f"{s.name}={s.value}" for s in Source))
+    if not 0 <= msg.header.stamp.nanosec < 1_000_000_000:
+        raise ValueError(f"transition stamp nanosec {msg.header.stamp.nanosec} is not below 1e9")
     t = Transition(
         state_key=msg.state_key,
         action=msg.action,

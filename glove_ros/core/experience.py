@@ -30,6 +30,7 @@ __all__ = [
     "MAX_KEY_CHARS",
     "MAX_OUTCOME_CHARS",
     "MAX_POSE_ABS",
+    "MAX_STAMP",
     "EventKind",
     "Explanation",
     "MemoryEntry",
@@ -48,6 +49,8 @@ MAX_OUTCOME_CHARS = 1024
 MAX_CONTEXT_CHARS = 4096
 #: largest accepted |x| and |y| of a pose, metres (keeps grid cells in 64-bit integers)
 MAX_POSE_ABS = 1.0e7
+#: latest accepted stamp, seconds: builtin_interfaces/Time carries int32 seconds
+MAX_STAMP = float(2**31 - 1)
 
 
 class Source(IntEnum):
@@ -175,9 +178,9 @@ class Transition:
             raise ValueError(f"transition reward is {self.reward}; rewards must be finite")
         if not _is_real(self.stamp):
             raise ValueError(f"transition stamp must be a number, got {self.stamp!r}")
-        if not math.isfinite(self.stamp) or self.stamp < 0:
+        if not math.isfinite(self.stamp) or self.stamp < 0 or self.stamp >= MAX_STAMP:
             raise ValueError(
-                f"transition stamp is {self.stamp}; stamps are finite seconds >= 0 (0: unknown)"
+                f"transition stamp is {self.stamp}; stamps are seconds in [0, 2**31) (0: unknown)"
             )
         if not isinstance(self.source, Source):
             raise ValueError(

@@ -473,6 +473,20 @@ class GloveVerifier:
             self._phase = value
             self._stats.setdefault(value, Counter())
 
+    def reconfigure(self, config: VerifierConfig) -> None:
+        """Apply a new config from the next observation on (live parameter changes).
+
+        Validates first (``ValueError``, nothing changed). Streaks, pending items and
+        outstanding probe requests are kept; the equivalence rule is rebuilt.
+        """
+        config = config.validate()
+        rule = config.make_rule()
+        with self._lock:
+            custom = self._is_negative != self.config.is_negative
+            self.config, self.rule = config, rule
+            if not custom:
+                self._is_negative = config.is_negative
+
     def _count(self, name: str, n: int = 1) -> None:
         if n:
             self._stats[self._phase][name] += n

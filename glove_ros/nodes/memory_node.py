@@ -6,6 +6,16 @@ nothing is retrievable before it was verified and nothing acknowledged is lost o
 crash. Retrieval (``query_memory``) excludes suppressed and replaced entries unless
 asked; ``explain_entry`` says why an entry is trusted, suppressed or replaced.
 
+Load. Writes go through one group-commit thread (:mod:`glove_ros.core.ingest`): whatever
+arrived while the previous commit ran is verified and committed together (at most
+``ingest.max_batch``, waiting at most ``ingest.max_delay_ms`` for company), and a service
+call is answered only after its commit. Reads use their own SQLite connection in their own
+callback group, so a query never waits for a write. Nothing is dropped silently: a full
+queue, a rejected or failed write and a sample DDS reports lost are counted, logged and
+published on ``memory_stats``. One memory node writes a database: a second one on the same
+file refuses to configure (an advisory lock the kernel drops when the holder dies, so a
+restarted node never waits for a dead one; a graph check would, for the DDS lease time).
+
 Interfaces (relative names; remap in launch):
   sub  transitions          glove_ros/Transition     observed outcomes to remember
   pub  memory_events        glove_ros/MemoryEvent    every recorded / suppressed / replaced entry
@@ -16,6 +26,8 @@ Interfaces (relative names; remap in launch):
   srv  explain_entry        glove_ros/ExplainEntry
   srv  reverify_negatives   std_srvs/Trigger  the planner has no route its memory allows:
                             re-verify suspected stale negative memories (GLOVE deadlock rule)
+  pub  memory_stats         diagnostic_msgs/DiagnosticStatus  ingest counters (received,
+                            committed, rejected, dropped, failed, dds_lost, queued)
 
 Lifecycle: configure validates parameters and opens the database (a corrupt file fails
 the transition and is left untouched); activate opens the interfaces; deactivate closes
@@ -24,16 +36,23 @@ them; cleanup closes the database.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
 from glove_ros.core.experience import MemoryEvent, Source, Transition
+from glove_ros.core.ingest import GroupCommitter, IngestConfig, Ticket
 from glove_ros.core.store import ExperienceStore
 from glove_ros.core.verifier import GloveVerifier, VerifierConfig, VerifyResult
 from glove_ros.msg import DissonanceAlert, ProbeRequest
@@ -45,7 +64,6 @@ from glove_ros.nodes.common import (
     destroy_handles,
     param_values,
     run,
-    validating_callback,
 )
 from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
@@ -54,6 +72,19 @@ PARAMS = (
     Param("db_path", "glove_memory.db", "SQLite file of experience memory (created if absent)",
           read_only=True),
     Param("max_results", 100, "default cap on entries returned by query_memory"),
+    Param("synchronous", "FULL", "SQLite durability: FULL (acknowledged writes survive power "
+          "loss) or NORMAL (survive a killed process; one fsync less per commit)",
+          read_only=True),
+    Param("ingest.max_batch", 256, "transitions verified and committed together at most (live)"),
+    Param("ingest.max_delay_ms", 2.0, "longest a transition waits for others to share its "
+          "commit, ms (live)"),
+    Param("ingest.queue_size", 20000, "transitions waiting for a commit at most; more are "
+          "refused, counted and logged (live)"),
+    Param("ingest.depth", 1000, "DDS history depth of the transitions subscription",
+          read_only=True),
+    Param("ingest.reply_timeout", 30.0, "seconds record_transition waits for its commit"),
+    Param("stats_period", 1.0, "seconds between memory_stats messages (drops are logged then)",
+          read_only=True),
     Param("verifier.enabled", True, "run GLOVE verification on every recorded transition"),
     Param("verifier.mode", "async", "'async' (replay-relaxed, physical robot) or 'sync' (probe)"),
     Param("verifier.epsilon", 0.1, "surprise threshold on Q_hist(s'|s,a)"),
@@ -87,13 +118,62 @@ def verifier_config(values: dict[str, Any]) -> VerifierConfig:
     return VerifierConfig.from_dict(raw)
 
 
+def ingest_config(values: dict[str, Any]) -> IngestConfig:
+    """Build and validate the group-commit limits from ``ingest.*`` parameters."""
+    return IngestConfig(
+        max_batch=values["ingest.max_batch"],
+        max_delay=float(values["ingest.max_delay_ms"]) / 1000.0,
+        queue_size=values["ingest.queue_size"],
+    ).validate()
+
+
 def validate(values: dict[str, Any]) -> None:
     """Raise ValueError when the parameters cannot work (same check live and at configure)."""
     if not str(values["db_path"]).strip():
         raise ValueError("db_path is empty; give a file path for the memory database")
     if int(values["max_results"]) <= 0:
         raise ValueError("max_results must be > 0")
+    if str(values["synchronous"]).upper() not in ("FULL", "NORMAL"):
+        raise ValueError(f"synchronous must be FULL or NORMAL, got {values['synchronous']!r}")
+    for name in ("ingest.depth", "ingest.reply_timeout", "stats_period"):
+        if not float(values[name]) > 0:
+            raise ValueError(f"{name} must be > 0, got {values[name]!r}")
+    ingest_config(values)
     verifier_config(values).validate()
+
+
+class WriterLock:
+    """One writer per database file: an exclusive advisory lock on ``<db>-writer.lock``.
+
+    Held while the node is configured; the kernel releases it when the process dies (kill -9
+    included), so a restarted node takes over at once.
+    """
+
+    def __init__(self, db_path: str) -> None:
+        self.path = f"{db_path}-writer.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise ``RuntimeError`` naming the holder's pid."""
+        Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RuntimeError(
+                f"another memory node (pid {holder}) already writes this database; refusing "
+                "to be a second writer (every write would be stored twice)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class MemoryNode(LifecycleNode):
@@ -102,102 +182,165 @@ class MemoryNode(LifecycleNode):
     def __init__(self) -> None:
         super().__init__("memory")
         declare_params(self, PARAMS)
-        self.add_on_set_parameters_callback(validating_callback(self, PARAMS, validate))
+        self.add_on_set_parameters_callback(self._on_set_params)
         self._store: ExperienceStore | None = None
+        self._reader: ExperienceStore | None = None
         self._verifier: GloveVerifier | None = None
-        self._write_lock = threading.Lock()
-        self._group = MutuallyExclusiveCallbackGroup()  # one writer at a time
+        self._committer: GroupCommitter | None = None
+        self._writer_lock: WriterLock | None = None
+        self._write_lock = threading.RLock()
+        self._write_group = MutuallyExclusiveCallbackGroup()  # the transitions topic, in order
+        self._call_group = ReentrantCallbackGroup()  # service callers wait for their commit
+        self._read_group = ReentrantCallbackGroup()  # queries never wait for writes
         self._handles: list[Any] = []
-        self._event_pub = self._alert_pub = self._probe_pub = None
-        self._rejected = 0
+        self._event_pub = self._alert_pub = self._probe_pub = self._stats_pub = None
+        self._stats_timer = None
+        self._dds_lost = 0
+        self._reported: dict[str, int] = {}
         self._probe_outcomes: dict[int, list[Transition]] = {}
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         values = param_values(self, PARAMS)
+        path = str(values["db_path"])
         try:
             validate(values)
-            self._store = ExperienceStore(str(values["db_path"]))
-        except Exception as exc:  # ValueError, corrupt database, permissions
+            if path != ":memory:":
+                self._writer_lock = WriterLock(path)
+                self._writer_lock.acquire()
+            sync = str(values["synchronous"]).upper()
+            self._store = ExperienceStore(path, synchronous=sync)
+            self._reader = (ExperienceStore(path, synchronous=sync) if path != ":memory:"
+                            else self._store)
+        except Exception as exc:  # ValueError, damaged / read-only database, second writer
             self.get_logger().error(f"cannot configure memory: {exc}")
+            self._close()
             return TransitionCallbackReturn.FAILURE
         if values["verifier.enabled"]:
             self._verifier = GloveVerifier(self._store, verifier_config(values))
             self._verifier.phase = str(values["verifier.phase"])
+        self._committer = GroupCommitter(
+            self._store.transaction, self._apply, committed=self._after_commit,
+            failed=self._after_failure, lock=self._write_lock, config=ingest_config(values))
         stats = self._store.stats()
-        self.get_logger().info(f"memory open: {values['db_path']} {stats}")
+        self.get_logger().info(f"memory open: {path} {stats}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._event_pub = self.create_publisher(MemoryEventMsg, "memory_events", 50)
         self._alert_pub = self.create_publisher(DissonanceAlert, "dissonance", 10)
         self._probe_pub = self.create_publisher(ProbeRequest, "probe_requests", 10)
+        self._stats_pub = self.create_publisher(DiagnosticStatus, "memory_stats", 10)
         assert self._store is not None
         self._store.add_listener(self._publish_event)
-        g = self._group
+        depth = int(self.get_parameter("ingest.depth").value)
+        qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
         self._handles = [
-            self.create_subscription(TransitionMsg, "transitions", self._on_transition, 100,
-                                     callback_group=g),
+            self.create_subscription(TransitionMsg, "transitions", self._on_transition, qos,
+                                     callback_group=self._write_group,
+                                     **_lost_counter(self._on_lost)),
             self.create_service(RecordTransition, "record_transition", self._on_record,
-                                callback_group=g),
-            self.create_service(QueryMemory, "query_memory", self._on_query, callback_group=g),
+                                callback_group=self._call_group),
+            self.create_service(QueryMemory, "query_memory", self._on_query,
+                                callback_group=self._read_group),
             self.create_service(ExplainEntry, "explain_entry", self._on_explain,
-                                callback_group=g),
+                                callback_group=self._read_group),
             self.create_service(Trigger, "reverify_negatives", self._on_reverify,
-                                callback_group=g),
+                                callback_group=self._call_group),
         ]
-        self.add_on_set_parameters_callback(self._on_live_params)
+        self._stats_timer = self.create_timer(
+            float(self.get_parameter("stats_period").value), self._publish_stats)
         self.get_logger().info("memory active")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         destroy_handles(self, self._handles)
+        if self._stats_timer is not None:
+            self.destroy_timer(self._stats_timer)
+            self._stats_timer = None
         if self._store is not None:
             self._store.remove_listener(self._publish_event)
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        if self._store is not None:
-            self._store.close()
-        self._store = self._verifier = None
+        self._close()
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         return self.on_cleanup(state)
 
-    def _on_live_params(self, changes: list[Any]) -> Any:
-        from rcl_interfaces.msg import SetParametersResult
+    def _close(self) -> None:
+        if self._committer is not None:
+            self._committer.close()  # commits what is queued first
+            self._log_drops()
+        for store in (self._reader, self._store):
+            if store is not None and not store.closed:
+                store.close()
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+        self._store = self._reader = self._verifier = None
+        self._committer = self._writer_lock = None
 
+    def _on_set_params(self, changes: list[Any]) -> SetParametersResult:
+        """Validate, then apply live changes (verifier.*, ingest.*); refuse what cannot work."""
+        values = param_values(self, PARAMS)
         for change in changes:
-            if change.name == "verifier.phase" and self._verifier is not None:
-                self._verifier.phase = str(change.value)
+            values[change.name] = change.value
+        try:
+            validate(values)
+            config = verifier_config(values)
+            ingest = ingest_config(values)
+        except (ValueError, TypeError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        names = {c.name for c in changes}
+        if self._committer is not None and names & {p.name for p in PARAMS
+                                                    if p.name.startswith("ingest.")}:
+            self._committer.config = ingest
+        if self._store is not None and any(n.startswith("verifier.") for n in names):
+            with self._write_lock:
+                if not values["verifier.enabled"]:
+                    self._verifier = None
+                elif self._verifier is None:
+                    self._verifier = GloveVerifier(self._store, config)
+                else:
+                    self._verifier.reconfigure(config)
+                if self._verifier is not None:
+                    self._verifier.phase = str(values["verifier.phase"])
+            self.get_logger().info(f"verifier parameters applied: {sorted(names)}")
         return SetParametersResult(successful=True)
 
     # write path ------------------------------------------------------------------------
-    def _record(self, msg: TransitionMsg) -> tuple[bool, int, str]:
-        """Validate, store, verify. Returns (accepted, id, message); never raises."""
-        try:
-            t = conv.transition_from_msg(msg)
-        except ValueError as exc:
-            self._rejected += 1
-            self.get_logger().warning(f"rejected transition ({exc}); memory unchanged")
-            return False, 0, str(exc)
-        if self._store is None:
-            return False, 0, "memory is not configured"
-        with self._write_lock:
-            try:
-                if self._verifier is not None and t.source == Source.PROBED:
-                    taken = self._take_probe(t)
-                    if taken is not None:
-                        return True, taken, "probe outcome applied"
-                if self._verifier is not None:
-                    result = self._verifier.observe(t)
-                    self._act_on(result)
-                    return True, int(result.entry_id), "recorded and verified"
-                return True, int(self._store.record(t)), "recorded"
-            except Exception as exc:  # a database error must not kill the node
-                self.get_logger().error(f"could not record transition: {exc}")
-                return False, 0, f"storage error: {exc}"
+    def _apply(self, msg: TransitionMsg) -> tuple[int, str, Any]:
+        """Store one transition inside the batch transaction (``ValueError``: rejected)."""
+        t = conv.transition_from_msg(msg)
+        assert self._store is not None
+        if self._verifier is not None and t.source == Source.PROBED:
+            taken = self._take_probe(t)
+            if taken is not None:
+                return taken, "probe outcome applied", None
+        if self._verifier is not None:
+            result = self._verifier.observe(t)
+            return int(result.entry_id), "recorded and verified", result
+        return int(self._store.record(t)), "recorded", None
+
+    def _after_commit(self, tickets: Sequence[Ticket]) -> None:
+        for ticket in tickets:
+            if ticket.accepted and ticket.result is not None:
+                self._act_on(ticket.result)
+            elif not ticket.accepted:
+                self.get_logger().warning(f"rejected transition ({ticket.message}); memory "
+                                          "unchanged")
+
+    def _after_failure(self, exc: BaseException, tickets: Sequence[Ticket]) -> None:
+        self.get_logger().error(f"could not store {len(tickets)} transition(s), none was "
+                                f"acknowledged: {exc}")
+        if self._verifier is not None and self._store is not None:
+            with self._write_lock:  # its in-memory streaks may hold rolled-back entries
+                self._verifier = GloveVerifier(self._store, self._verifier.config)
+
+    def _submit(self, msg: TransitionMsg) -> Ticket | None:
+        committer = self._committer
+        return committer.submit(msg) if committer is not None else None
 
     def _take_probe(self, t: Transition) -> int | None:
         """Collect a probed outcome for an outstanding request; apply when alpha are in.
@@ -260,43 +403,113 @@ class MemoryNode(LifecycleNode):
         if self._event_pub is not None:
             self._event_pub.publish(conv.event_to_msg(event))
 
+    # counters --------------------------------------------------------------------------
+    def _on_lost(self, info: Any) -> None:
+        self._dds_lost += int(getattr(info, "total_count_change", 1) or 1)
+
+    def ingest_stats(self) -> dict[str, int]:
+        """Ingest counters: received, committed, rejected, dropped, failed, dds_lost, queued."""
+        out = self._committer.stats() if self._committer is not None else {}
+        out["dds_lost"] = self._dds_lost
+        return out
+
+    def _log_drops(self) -> None:
+        stats = self.ingest_stats()
+        grew = {k: stats[k] - self._reported.get(k, 0) for k in
+                ("dropped", "failed", "rejected", "dds_lost") if stats.get(k, 0)
+                > self._reported.get(k, 0)}
+        if grew:
+            self.get_logger().warning(
+                "transitions NOT stored since the last report: " + ", ".join(
+                    f"{v} {k}" for k, v in grew.items()) + f" (totals {stats})")
+        self._reported = stats
+
+    def _publish_stats(self) -> None:
+        stats = self.ingest_stats()
+        self._log_drops()
+        if self._stats_pub is None:
+            return
+        lost = stats["dropped"] + stats["failed"] + stats["dds_lost"]
+        msg = DiagnosticStatus(
+            name=f"{self.get_fully_qualified_name()}: ingest",
+            hardware_id=str(self.get_parameter("db_path").value),
+            level=DiagnosticStatus.WARN if lost else DiagnosticStatus.OK,
+            message=(f"{lost} transition(s) not stored" if lost else "no transition lost"),
+            values=[KeyValue(key=k, value=str(v)) for k, v in sorted(stats.items())],
+        )
+        self._stats_pub.publish(msg)
+
     # callbacks -------------------------------------------------------------------------
     def _on_transition(self, msg: TransitionMsg) -> None:
-        self._record(msg)
+        self._submit(msg)  # refused when the queue is full: counted, logged with the stats
 
     def _on_record(self, req: Any, resp: Any) -> Any:
-        resp.accepted, resp.id, resp.message = self._record(req.transition)
+        ticket = self._submit(req.transition)
+        if ticket is None:
+            resp.accepted, resp.id = False, 0
+            resp.message = ("memory is not configured" if self._committer is None else
+                            "memory is overloaded (write queue full); nothing stored, retry")
+            return resp
+        if not ticket.wait(float(self.get_parameter("ingest.reply_timeout").value)):
+            # still queued: it will be stored, but this caller cannot be told its id
+            resp.accepted, resp.id = False, 0
+            resp.message = "commit still pending after the reply timeout; its id is unknown"
+            return resp
+        resp.accepted, resp.id, resp.message = ticket.accepted, ticket.id, ticket.message
         return resp
 
     def _on_query(self, req: Any, resp: Any) -> Any:
-        assert self._store is not None
-        limit = int(req.max_results) or int(self.get_parameter("max_results").value)
-        entries, total = self._store.query(
-            state_key=req.state_key or None, action=req.action or None,
-            action_arg=req.action_arg or None, robot_id=req.robot_id or None,
-            include_suppressed=bool(req.include_suppressed), limit=limit,
-        )
-        resp.entries = conv.entries_to_msgs(entries)
-        resp.total_matching = int(total)
+        reader = self._reader
+        try:
+            if reader is None:
+                raise RuntimeError("memory is not configured")
+            limit = int(req.max_results) or int(self.get_parameter("max_results").value)
+            entries, total = reader.query(
+                state_key=req.state_key or None, action=req.action or None,
+                action_arg=req.action_arg or None, robot_id=req.robot_id or None,
+                include_suppressed=bool(req.include_suppressed), limit=limit,
+            )
+            resp.entries = conv.entries_to_msgs(entries)
+            resp.total_matching = min(int(total), 2**32 - 1)
+        except Exception as exc:  # a damaged page or a closed store must not kill the node
+            self.get_logger().error(f"query_memory failed: {exc}")
+            resp.entries, resp.total_matching = [], 0
         return resp
 
     def _on_explain(self, req: Any, resp: Any) -> Any:
-        assert self._store is not None
-        expl = self._store.explain(int(req.id))
-        if expl is None:
+        reader = self._reader
+        try:
+            if reader is None:
+                raise RuntimeError("memory is not configured")
+            expl = reader.explain(int(req.id))
+            if expl is None:
+                resp.found = False
+                resp.explanation = f"no memory entry with id {req.id}"
+                return resp
+            for key, value in conv.explanation_fields(expl).items():
+                setattr(resp, key, value)
+        except Exception as exc:
+            self.get_logger().error(f"explain_entry {req.id} failed: {exc}")
+            resp = type(resp)()
             resp.found = False
-            resp.explanation = f"no memory entry with id {req.id}"
-            return resp
-        for key, value in conv.explanation_fields(expl).items():
-            setattr(resp, key, value)
+            resp.explanation = f"error: {exc}"
         return resp
 
     def _on_reverify(self, req: Any, resp: Any) -> Any:
         if self._verifier is None:
             resp.success, resp.message = False, "verifier disabled"
             return resp
-        with self._write_lock:
-            result = self._verifier.recheck_negatives(stuck=True)
+        try:
+            with self._write_lock:
+                verifier = self._verifier
+                if verifier is None:
+                    resp.success, resp.message = False, "verifier disabled"
+                    return resp
+                result = verifier.recheck_negatives(stuck=True)
+        except Exception as exc:
+            self.get_logger().error(f"reverify_negatives failed: {exc}")
+            resp.success, resp.message = False, f"error: {exc}"
+            return resp
         for r in result.probe_requests:
             self._publish_probe(r)
         resp.success = True
@@ -305,6 +518,18 @@ class MemoryNode(LifecycleNode):
                         f"{len(result.probe_requests)} probe request(s)")
         self.get_logger().info(f"reverify_negatives: {resp.message}")
         return resp
+
+
+def _lost_counter(callback: Any) -> dict[str, Any]:
+    """``event_callbacks`` that count samples DDS reports lost (empty where unsupported)."""
+    try:
+        from rclpy.event_handler import SubscriptionEventCallbacks
+    except ImportError:  # Humble
+        try:
+            from rclpy.qos_event import SubscriptionEventCallbacks  # type: ignore[no-redef]
+        except ImportError:
+            return {}
+    return {"event_callbacks": SubscriptionEventCallbacks(message_lost=callback)}
 
 
 def main(args: Sequence[str] | None = None) -> int:
