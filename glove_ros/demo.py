@@ -12,8 +12,9 @@ new obstacle).
 Prints one line per episode and, per phase (before / after the drift), the success rate,
 steps per task, dissonance alerts, suppressed memories and probes, beside the same task
 sequence run with static memory (never verified) in the fast core loop. Writes, under
---out (default build/demo): memory.db (the robot's experience memory; inspect it with
-`glove-ros memory stats build/demo/memory.db`), demo.json, demo.png (success over episodes,
+--out (default build/demo): demo_memory.db (the robot's experience memory, emptied at the
+start of each run, never a database a deployment config uses; inspect it with
+`glove-ros memory stats build/demo/demo_memory.db`), demo.json, demo.png (success over episodes,
 drift marked) and logs/ (one log per node).
 """
 
@@ -38,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``glove-ros demo``."""
     parser.add_argument("--world", default="jetrover_maze",
                         help="world file or bundled world name (default: jetrover_maze)")
-    parser.add_argument("--episodes", type=int, default=0,
-                        help="tasks to run (default: 20 after the last drift event)")
+    parser.add_argument("--episodes", type=_positive_int, default=None,
+                        help="tasks to run, at least 1 (default: 20 after the last drift "
+                        "event)")
     parser.add_argument("--planner", choices=("greedy", "llm"), default="greedy",
                         help="greedy, or the local LLM (bundled SmolLM2 GGUF) with greedy "
                         "fallback (default: greedy)")
@@ -56,6 +58,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wall seconds one task may take before it is cancelled")
     parser.add_argument("--recharge-below", type=float, default=0.3,
                         help="battery share below which the robot docks before the next task")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value} (leave the option "
+                                         "out for the automatic count)")
+    return value
+
+
+DEMO_DB = "demo_memory.db"
+
+
+def deployment_databases() -> dict[Path, str]:
+    """Database files the bundled deployment configs use (relative ones from here) -> config.
+
+    The demo starts from an empty memory and so deletes its own database first; it must
+    never delete one a deployment (``glove-ros launch sim``) keeps its robot's memory in.
+    """
+    import yaml
+
+    from glove_ros.paths import share_dirs
+
+    found: dict[Path, str] = {}
+
+    def walk(obj: Any, name: str) -> None:
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                if isinstance(key, str) and key.endswith("db_path") and isinstance(value, str) \
+                        and value and value != ":memory:":
+                    found[Path(value).expanduser().resolve()] = name
+                else:
+                    walk(value, name)
+
+    for base in share_dirs():
+        for f in sorted((base / "config").glob("*.yaml")):
+            try:
+                walk(yaml.safe_load(f.read_text()), f"config/{f.name}")
+            except (OSError, yaml.YAMLError):
+                continue
+    return found
+
+
+def _fresh_database(db: Path) -> None:
+    """Delete the demo's previous database, unless a deployment uses that file."""
+    owner = deployment_databases().get(db.expanduser().resolve())
+    if owner is not None:
+        raise ValueError(f"{db} is the memory database of {owner}; the demo starts from an "
+                         "empty memory and will not delete it. Pass --out to another folder.")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
 
 
 class _Graph:
@@ -103,14 +156,13 @@ def main(args: argparse.Namespace) -> int:
 
     world_path = resolve_world(args.world)
     world = load_world(world_path)
-    episodes = args.episodes or bench.default_episodes(world)
+    episodes = args.episodes if args.episodes is not None else bench.default_episodes(world)
     tasks = bench.make_tasks(world, episodes, args.seed)
     phases = bench.phase_plan(world, episodes)
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    db = out / "memory.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(db) + suffix).unlink(missing_ok=True)
+    db = out / DEMO_DB
+    _fresh_database(db)
     os.environ.setdefault("ROS_LOG_DIR", str(out / "logs" / "ros"))
 
     params_file = str(resolve_config(args.config))
@@ -181,7 +233,12 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     lock = threading.Lock()
+    # Alerts and suppressions are attributed to the episode running (or last run) when they
+    # arrive, and the rows are counted only after the final wait: nothing that arrives
+    # between one task's result and the next task's start is lost.
+    current = {"episode": 0}
     counters: dict[str, Any] = {"alerts": [], "suppressed": 0, "replaced": 0,
+                                "suppressed_by_episode": {},
                                 "world_events": [], "verifier_status": {},
                                 "gate": {"accepted_direct": 0, "accepted_compared": 0,
                                          "rejected": 0},
@@ -189,10 +246,11 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
 
     def on_alert(m: DissonanceAlert) -> None:
         with lock:
-            counters["alerts"].append({"state_key": m.state_key, "action": m.action,
+            counters["alerts"].append({"episode": current["episode"],
+                                       "state_key": m.state_key, "action": m.action,
                                        "observed": m.observed_outcome,
                                        "expected": list(m.expected_outcomes)})
-        print(f"    ! dissonance at ({m.state_key}, {m.action}): saw {m.observed_outcome}, "
+        _say(f"    ! dissonance at ({m.state_key}, {m.action}): saw {m.observed_outcome}, "
               f"memory said {list(m.expected_outcomes)}; {len(m.suppressed_ids)} memories "
               "suppressed")
 
@@ -200,13 +258,15 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
         with lock:
             if m.kind == MemoryEvent.SUPPRESSED:
                 counters["suppressed"] += len(m.entry_ids)
+                per = counters["suppressed_by_episode"]
+                per[current["episode"]] = per.get(current["episode"], 0) + len(m.entry_ids)
             elif m.kind == MemoryEvent.REPLACED:
                 counters["replaced"] += len(m.entry_ids)
 
     def on_world(m: String) -> None:
         with lock:
             counters["world_events"].append(m.data)
-        print(f"    * world event: {m.data}")
+        _say(f"    * world event: {m.data}")
 
     def on_gate(m: GateDecision) -> None:
         with lock:
@@ -216,7 +276,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
         report = json.loads(m.data)
         with lock:
             counters["consolidations"].append(report)
-        print(f"    ~ dock-time consolidation: {report.get('status', report.get('message', ''))}"
+        _say(f"    ~ dock-time consolidation: {report.get('status', report.get('message', ''))}"
               f" ({report.get('entries_before', '?')} -> {report.get('entries_after', '?')} "
               "plan-memory entries)")
 
@@ -253,11 +313,12 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                 raise TimeoutError("no perception output (detections) within 120 s")
             time.sleep(0.1)
         docks = 0
+        bar = _progress(len(tasks))
         for ep, task in enumerate(tasks):
             procs.check()
             if battery["level"] < args.recharge_below:
                 docks += 1
-                print(f"    battery at {battery['level']:.0%}: returning to the dock to charge")
+                _say(f"    battery at {battery['level']:.0%}: returning to the dock to charge")
                 r = _send(client, RunTask.Goal(task="return to the dock", task_id=f"dock{ep}"),
                           args.task_timeout)
                 if not r.success:
@@ -265,12 +326,11 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                 charge_deadline = time.monotonic() + args.task_timeout
                 while battery["level"] < 0.95 and time.monotonic() < charge_deadline:
                     time.sleep(0.1)
-                print(f"    charged to {battery['level']:.0%}")
+                _say(f"    charged to {battery['level']:.0%}")
+            with lock:
+                current["episode"] = ep
             episode_pub.publish(UInt32(data=ep))
             time.sleep(0.2)  # let the simulator apply the episode's events first
-            with lock:
-                alerts_before = len(counters["alerts"])
-                supp_before = counters["suppressed"]
             t_ep = time.monotonic()
             goal = RunTask.Goal(task=f"find the {task.color} block", task_id=task.id)
             res = _send(client, goal, args.task_timeout)
@@ -280,20 +340,40 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                        "success": bool(res.success), "reason": res.reason,
                        "steps": int(res.steps), "found_at": res.found_at,
                        "llm_fallbacks": int(res.llm_fallbacks),
-                       "alerts": len(counters["alerts"]) - alerts_before,
-                       "suppressed": counters["suppressed"] - supp_before,
                        "wall_s": round(time.monotonic() - t_ep, 2)}
             rows.append(row)
-            print(f"  episode {ep:3d} [{phase}] find {task.color:<6} -> "
+            _say(f"  episode {ep:3d} [{phase}] find {task.color:<6} -> "
                   f"{'found at ' + res.found_at if res.success else 'FAILED (' + res.reason + ')'}"
                   f" in {res.steps} steps ({row['wall_s']:.1f}s)")
+            bar.update(1)
+        bar.close()
         counters["dockings"] = docks
-        time.sleep(0.5)  # last status / events
+        time.sleep(1.0)  # last status / events
+        with lock:
+            for row in rows:
+                row["alerts"] = sum(a["episode"] == row["episode"] for a in counters["alerts"])
+                row["suppressed"] = counters["suppressed_by_episode"].get(row["episode"], 0)
     finally:
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return rows, counters
+
+
+def _progress(total: int) -> Any:
+    """A progress bar with ETA on stderr (tqdm); the episode lines print above it."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="episodes", unit="task", file=sys.stderr, leave=False,
+                dynamic_ncols=True)
+
+
+def _say(line: str) -> None:
+    """Print a line without breaking the progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stdout)
+    sys.stdout.flush()
 
 
 def _send(client: Any, goal: Any, timeout: float) -> Any:

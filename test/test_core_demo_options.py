@@ -1,0 +1,43 @@
+"""``glove-ros demo`` options and its database guard, without ROS."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from glove_ros import cli, demo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_episodes_below_one_is_an_error_not_automatic(value, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(["demo", "--episodes", value])
+    assert e.value.code == 2
+    assert "at least 1" in capsys.readouterr().err
+
+
+def test_episodes_default_is_automatic():
+    args = cli.build_parser().parse_args(["demo"])
+    assert args.episodes is None
+
+
+def test_demo_refuses_to_delete_a_deployment_database(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GLOVE_ROS_ROOT", str(ROOT))
+    (tmp_path / "build" / "demo").mkdir(parents=True)
+    shared = tmp_path / "build" / "demo" / "memory.db"  # config/sim.yaml's db_path, relative
+    shared.write_bytes(b"robot memory")
+    assert shared.resolve() in demo.deployment_databases()
+    with pytest.raises(ValueError, match="config/sim.yaml"):
+        demo._fresh_database(Path("build/demo/memory.db"))
+    assert shared.read_bytes() == b"robot memory"
+    own = tmp_path / "build" / "demo" / demo.DEMO_DB
+    for suffix in ("", "-wal"):
+        Path(str(own) + suffix).write_bytes(b"old demo")
+    demo._fresh_database(own)
+    assert not own.exists() and not os.path.exists(str(own) + "-wal")
+    assert shared.exists()

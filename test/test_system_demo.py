@@ -1,0 +1,32 @@
+"""``glove-ros demo`` end to end on the small world: the table counts every printed alert."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+
+def test_demo_small_world_counts_every_alert(tmp_path):
+    out = tmp_path / "demo"
+    r = subprocess.run([sys.executable, "-u", "-m", "glove_ros.cli", "demo", "--world", "small",
+                        "--episodes", "8", "--no-static", "--out", str(out)],
+                       capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = r.stdout + r.stderr
+    assert "Traceback" not in text and "never retrieved" not in text, text
+    doc = json.loads((out / "demo.json").read_text())
+    printed = r.stdout.count("! dissonance at")
+    assert printed >= 1, r.stdout  # the swap at episode 3 is detected
+    rows = doc["episodes_detail"]
+    assert len(rows) == 8
+    assert sum(row["alerts"] for row in rows) == printed == len(doc["counters"]["alerts"])
+    table_alerts = sum(p.get("alerts", 0) for p in doc["phases"])
+    assert table_alerts == printed
+    assert (out / "demo_memory.db").is_file() and (out / "demo.png").is_file()
+    assert "episodes" in r.stderr  # the progress bar
