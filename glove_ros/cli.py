@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 # Benchmarks: name -> one-line help. A benchmark is listed only when its module exists.
 BENCHMARKS = {
@@ -148,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="apply the world's events up to this episode first")
         p.set_defaults(func=_sdf)
 
-    p = sub.add_parser("doctor", help="check ROS 2, interfaces, models and DDS settings")
+    p = sub.add_parser("doctor", help="check ROS 2, interfaces, models and DDS settings",
+                       description=_doctor.__doc__)
+    p.add_argument("--no-ros", action="store_true",
+                   help="a pip install without ROS: do not require rclpy and the interfaces")
     p.set_defaults(func=_doctor)
     return parser
 
@@ -180,40 +184,79 @@ def _sdf(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """Print one line per check; exit 1 if a required one fails."""
+    """Print one line per check; exit 1 if a required one fails.
+
+    Required: Python >= 3.10, numpy, PyYAML, tqdm and, unless ``--no-ros``, rclpy with the
+    generated glove_ros interfaces. Every optional backend is checked and named with the
+    pip extra that provides it; a missing optional part is a warning.
+    """
+    from glove_ros.extras import EXTRAS, ROS_HINT, available
+
     failed = 0
 
     def check(name: str, ok: bool, detail: str, required: bool = True) -> None:
         nonlocal failed
         mark = "ok  " if ok else ("FAIL" if required else "warn")
-        print(f"[{mark}] {name:<28} {detail}")
+        print(f"[{mark}] {name:<30} {detail}")
         if required and not ok:
             failed += 1
 
-    check("python", sys.version_info >= (3, 10), sys.version.split()[0])
-    for mod, required in (("numpy", True), ("yaml", True), ("cv2", False),
-                          ("llama_cpp", False), ("onnxruntime", False), ("gymnasium", False)):
-        ok = _module_exists(mod)
-        check(f"module {mod}", ok, "importable" if ok else "missing", required)
+    check("python >= 3.10", sys.version_info >= (3, 10), sys.version.split()[0])
+    for mod, pip_name in (("numpy", "numpy"), ("yaml", "PyYAML"), ("tqdm", "tqdm")):
+        ok = available(mod)
+        check(f"module {mod}", ok, "importable" if ok else f"missing: pip install {pip_name}")
+    # optional backends, each with the extra that brings it
+    for mod, (extra, what) in EXTRAS.items():
+        if mod == "torch":
+            continue  # reported with ultralytics
+        ok = available(mod)
+        check(f"module {mod} [{extra}]", ok,
+              what if ok else f"missing ({what}): pip install 'glove_ros[{extra}]'",
+              required=False)
+    _check_models(check)
+    if args.no_ros:
+        print("[skip] ROS 2 checks (--no-ros)")
+    else:
+        try:
+            import rclpy  # noqa: F401
+
+            from glove_ros.msg import Transition  # noqa: F401
+
+            check("ROS 2 + interfaces", True, "rclpy and glove_ros.msg import")
+        except Exception as exc:  # any import failure is reported, not raised
+            check("ROS 2 + interfaces", False, f"{exc}: {ROS_HINT} (or --no-ros)")
+        rng = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "")
+        check("discovery range", rng == "LOCALHOST" or os.environ.get("ROS_LOCALHOST_ONLY") == "1",
+              rng or "unset: DDS discovery may leave this machine "
+              "(export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST)", False)
+    from glove_ros.paths import resolve_world
+
     try:
-        import rclpy  # noqa: F401
+        check("bundled worlds", True, str(resolve_world("jetrover_maze").parent))
+    except FileNotFoundError as exc:
+        check("bundled worlds", False, str(exc))
+    print(f"{failed} required check(s) failed" if failed else "all required checks passed")
+    return 1 if failed else 0
 
-        from glove_ros.msg import Transition  # noqa: F401
 
-        check("ROS 2 + interfaces", True, "rclpy and glove_ros.msg import")
-    except Exception as exc:  # any import failure is reported, not raised
-        check("ROS 2 + interfaces", False, f"{exc} (source env.sh or your workspace)", False)
-    rng = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "")
-    check("discovery range", rng == "LOCALHOST" or os.environ.get("ROS_LOCALHOST_ONLY") == "1",
-          rng or "unset: DDS discovery may leave this machine", False)
+def _check_models(check: Any) -> None:
+    """The model files of the optional backends (packages installed with --no-deps)."""
     try:
         from glove_ros.core.llm import default_model_path
 
-        path = default_model_path()
-        check("bundled GGUF", os.path.exists(path), path, False)
+        path = str(default_model_path())
+        check("GGUF model [llm]", os.path.exists(path), path, False)
+    except Exception as exc:  # package missing: the message says which
+        check("GGUF model [llm]", False, str(exc), False)
+    try:
+        from glove_ros.core.embedding import default_model_path as onnx
+        from glove_ros.core.embedding import default_tokenizer_path
+
+        paths = [str(onnx()), str(default_tokenizer_path())]
+        check("MiniLM embedder [embed]", all(os.path.exists(p) for p in paths),
+              ", ".join(paths), False)
     except Exception as exc:
-        check("bundled GGUF", False, str(exc), False)
-    return 1 if failed else 0
+        check("MiniLM embedder [embed]", False, str(exc), False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,6 +270,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        from glove_ros.extras import missing_message
+
+        message = missing_message(exc.name)
+        if message is None:
+            raise
+        print(f"glove-ros: error: {message}", file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError) as exc:
         print(f"glove-ros: error: {exc}", file=sys.stderr)
         return 2

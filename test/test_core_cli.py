@@ -29,6 +29,41 @@ def test_doctor_reports_each_check(capsys):
     assert code in (0, 1)
 
 
+def test_doctor_fails_when_a_required_part_is_missing(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "rclpy", None)  # import rclpy now raises ImportError
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] ROS 2 + interfaces" in out and "source env.sh" in out
+    assert cli.main(["doctor", "--no-ros"]) == 0  # a pip install without ROS is healthy
+
+
+def test_doctor_names_the_extra_of_each_missing_backend(capsys, monkeypatch):
+    from glove_ros import extras
+
+    real = extras.available
+    monkeypatch.setattr(extras, "available", lambda m: m not in ("gymnasium", "tqdm")
+                        and real(m))
+    assert cli.main(["doctor", "--no-ros"]) == 1  # tqdm is required
+    out = capsys.readouterr().out
+    assert "[warn] module gymnasium [bench]" in out and "glove_ros[bench]" in out
+    assert "[FAIL] module tqdm" in out
+    for backend in ("matplotlib", "rosbags", "cv2", "ultralytics", "llama_cpp",
+                    "onnxruntime", "GGUF model", "MiniLM embedder"):
+        assert backend in out
+
+
+def test_missing_optional_module_is_one_line_naming_the_extra(capsys, monkeypatch):
+    def boom(args):
+        raise ModuleNotFoundError("No module named 'gymnasium'", name="gymnasium")
+
+    monkeypatch.setattr(cli, "_sdf", boom)
+    assert cli.main(["sdf", "small"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "glove_ros[bench]" in err and "Traceback" not in err
+
+
 def test_unknown_subcommand_is_an_error():
     with pytest.raises(SystemExit) as exc:
         cli.main(["no-such-command"])
