@@ -174,13 +174,10 @@ class _Session:
         self.stop = threading.Event()
         self._previous = _stop_on_signals(self.stop)
         note = join_domain(args.domain)
-        try:
-            import rclpy
-            from rclpy.executors import MultiThreadedExecutor
-            from rclpy.signals import SignalHandlerOptions
-        except ImportError as exc:
-            raise SystemExit("glove-ros: this command needs ROS 2 (rclpy): source env.sh or "
-                             f"your ROS workspace ({exc})") from None
+        import rclpy  # a missing ROS 2 is reported in one line by glove_ros.cli
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
         print(f"[{name}] {note}", file=sys.stderr, flush=True)
         self.rclpy = rclpy
         self.context = rclpy.context.Context()

@@ -9,12 +9,17 @@ _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def share_dirs() -> list[Path]:
-    """Directories that may hold ``worlds/``, ``config/``, ``bench/``, in search order."""
+    """Directories that may hold ``worlds/``, ``config/``, ``bench/``, in search order.
+
+    ``GLOVE_ROS_ROOT``, the source checkout, ``glove_ros/data`` (what ``pip install``
+    packages) and the ROS package's share directory.
+    """
     dirs: list[Path] = []
     env = os.environ.get("GLOVE_ROS_ROOT")
     if env:
         dirs.append(Path(env))
     dirs.append(_SOURCE_ROOT)
+    dirs.append(Path(__file__).resolve().parent / "data")  # pip install: package data
     try:  # an installed ROS package (colcon workspace or system install)
         from ament_index_python.packages import get_package_share_directory
 
