@@ -1,8 +1,9 @@
 """The simulated JetRover drift demo: the whole glove_ros stack as separate ROS processes.
 
-Starts the simulator, perception, memory (with the GLOVE verifier), verifier (probe
-executor) and planner nodes as five processes talking over DDS (domain and discovery kept
-on this machine), then sends one task per episode ("find the <colour> block") to the
+Starts the nodes of the ``sim`` deployment (glove_ros/graph.py: simulator, perception,
+memory with the GLOVE verifier, verifier (probe executor), planner, plan_gate (Janus) and
+consolidation) as seven processes talking over DDS (discovery kept on this machine), then
+sends one task per episode ("find the <colour> block") to the
 planner's run_task action. Before each episode the simulator is told the episode number,
 so the world file's events happen on schedule: in the default world two blocks swap
 places at episode 20 (semantic drift, GLOVE's JetRover experiment) among nuisances that
