@@ -862,7 +862,8 @@ def _through_nodes(args: argparse.Namespace, config: Any, look: LookConfig,
                 "look.min_count": look.min_count, "look.min_frames": look.min_frames,
                 "look.max_gap": look.max_gap}))
         if kind == "camera":
-            perception = {"backend": "color"}
+            # lossless, every frame: replay is a deterministic test, not a live camera
+            perception = {"backend": "color", "camera_qos": "reliable", "infer_when": "always"}
             if args.color_config:
                 perception["color_config_file"] = str(Path(args.color_config).resolve())
             procs.append(_Proc("glove_ros.nodes.perception_node", "perception", tmp,

@@ -8,8 +8,6 @@ the probed outcomes replace the stale memories; never_probe actions are refused.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("rclpy")
@@ -110,9 +108,7 @@ def _probe_server(node, outcome: str, calls: list):
 
 
 def test_sync_probe_replaces_and_never_probe_is_refused(tmp_path):
-    from std_msgs.msg import String
-
-    from glove_ros.msg import DissonanceAlert, MemoryEntry, ProbeRequest
+    from glove_ros.msg import DissonanceAlert, MemoryEntry, ProbeRequest, VerifierStatus
     from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
     mem = NodeProcess("glove_ros.nodes.memory_node", tmp_path, {
@@ -126,7 +122,7 @@ def test_sync_probe_replaces_and_never_probe_is_refused(tmp_path):
             _server = _probe_server(node, "colors=blue", calls)
             alerts = Collector(node, DissonanceAlert, "dissonance")
             requests = Collector(node, ProbeRequest, "probe_requests")
-            status = Collector(node, String, "verifier_status")
+            status = Collector(node, VerifierStatus, "verifier_status")
             record = node.create_client(RecordTransition, "record_transition")
             query = node.create_client(QueryMemory, "query_memory")
             explain = node.create_client(ExplainEntry, "explain_entry")
@@ -152,7 +148,9 @@ def test_sync_probe_replaces_and_never_probe_is_refused(tmp_path):
             assert any(e.transition.source == e.transition.SOURCE_PROBED
                        for e in trusted.entries)
             wait_for(lambda: len(status) > 0, 10, "verifier status")
-            assert json.loads(status.items[-1].data)["probes_spent"] == 1
+            last = status.items[-1]
+            assert (last.probes_spent, last.budget, last.budget_left) == (1, 5, 4)
+            assert (list(last.phases), list(last.phase_probes)) == (["default"], [1])
 
             # never_probe: the unsafe action is never sent to the robot
             _record_all(node, record, [_t("door", "opened", action="push")] * 3)

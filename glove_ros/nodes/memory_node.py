@@ -28,6 +28,8 @@ Interfaces (relative names; remap in launch):
                             re-verify suspected stale negative memories (GLOVE deadlock rule)
   pub  memory_stats         diagnostic_msgs/DiagnosticStatus  ingest counters (received,
                             committed, rejected, dropped, failed, dds_lost, queued)
+  pub  /diagnostics         diagnostic_msgs/DiagnosticArray: database size and health,
+                            entries by status, pending queue, probe budget left
 
 Lifecycle: configure validates parameters and opens the database (a corrupt file fails
 the transition and is left untouched); activate opens the interfaces; deactivate closes
@@ -52,6 +54,7 @@ from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
 from glove_ros.core.experience import MemoryEvent, Source, Transition
+from glove_ros.core.health import ERROR, OK, WARN
 from glove_ros.core.ingest import GroupCommitter, IngestConfig, Ticket
 from glove_ros.core.store import ExperienceStore
 from glove_ros.core.verifier import GloveVerifier, VerifierConfig, VerifyResult
@@ -65,6 +68,7 @@ from glove_ros.nodes.common import (
     param_values,
     run,
 )
+from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
 PARAMS = (
@@ -198,6 +202,7 @@ class MemoryNode(LifecycleNode):
         self._dds_lost = 0
         self._reported: dict[str, int] = {}
         self._probe_outcomes: dict[int, list[Transition]] = {}
+        self._diagnostics = NodeDiagnostics(self, self._diagnose)
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -308,6 +313,32 @@ class MemoryNode(LifecycleNode):
                     self._verifier.phase = str(values["verifier.phase"])
             self.get_logger().info(f"verifier parameters applied: {sorted(names)}")
         return SetParametersResult(successful=True)
+
+    def _diagnose(self) -> tuple[int, str, dict[str, Any]]:
+        """/diagnostics: database size and health, pending queue, probe budget."""
+        store, verifier = self._store, self._verifier
+        if store is None:
+            return WARN, "not configured (no database open)", {}
+        try:
+            stats = store.stats()
+        except Exception as exc:  # locked, corrupt or vanished file
+            return ERROR, f"database unreadable: {exc}", {"db_path": store.path}
+        values: dict[str, Any] = {
+            "db_path": stats["path"], "db_bytes": stats["bytes"], "entries": stats["total"],
+            "trusted": stats["trusted"], "suppressed": stats["suppressed"],
+            "replaced": stats["replaced"], "pending_queue": stats["pending"],
+            "verifier": verifier.config.mode if verifier is not None else "off",
+        }
+        if verifier is not None:
+            left = verifier.probe_budget_left
+            values["probe_budget_left"] = "unlimited" if left is None else left
+        ingest = self.ingest_stats()
+        values.update({f"ingest_{k}": v for k, v in sorted(ingest.items())})
+        lost = ingest["dropped"] + ingest["failed"] + ingest["dds_lost"]
+        summary = f"{stats['total']} entries, {stats['pending']} pending re-verification"
+        if lost:
+            return WARN, f"{summary}; {lost} transition(s) not stored", values
+        return OK, summary, values
 
     # write path ------------------------------------------------------------------------
     def _apply(self, msg: TransitionMsg) -> tuple[int, str, Any]:

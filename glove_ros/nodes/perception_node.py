@@ -1,9 +1,20 @@
 """Perception node: colour blocks (OpenCV HSV) or YOLO objects, tagged with the waypoint.
 
 Interfaces (relative names; remap to the robot's camera in launch):
-  sub  camera/image_raw   sensor_msgs/Image (bgr8, rgb8 or mono8)
+  sub  camera/image_raw   sensor_msgs/Image (bgr8, rgb8 or mono8); QoS ``camera_qos``:
+                          ``sensor_data`` (default: BEST_EFFORT, depth 5, what camera drivers
+                          publish and what also matches a RELIABLE publisher) or
+                          ``reliable`` (RELIABLE, depth 2)
   sub  current_waypoint   std_msgs/String (where the robot stands; "" while driving)
   pub  detections         glove_ros/DetectionArray
+  pub  /diagnostics       diagnostic_msgs/DiagnosticArray: camera rate, inference rate,
+                          frames skipped and dropped
+
+When to infer (``infer_when``): ``stopped`` (default) runs the detector only while the
+robot stands at a waypoint (``current_waypoint`` not empty), the only frames a look uses;
+``always`` on every frame. Either way at most ``max_rate`` inferences per second (0: no
+limit); skipped frames are counted, never queued. Images and the waypoint arrive in
+separate callback groups, so a slow inference never delays the waypoint update.
 
 Backends: ``color`` (default; thresholds from ``color_config_file`` YAML, see
 ``config/perception_colors.yaml``) and ``yolo`` (ultralytics; ``yolo.model_path`` to a
@@ -13,15 +24,19 @@ Backends: ``color`` (default; thresholds from ``color_config_file`` YAML, see
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import yaml
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
+from glove_ros.core.health import OK, WARN, RateMeter
 from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig, make_detector
 from glove_ros.msg import Detection, DetectionArray
 from glove_ros.nodes.common import (
@@ -32,6 +47,7 @@ from glove_ros.nodes.common import (
     run,
     validating_callback,
 )
+from glove_ros.nodes.diagnostics import NodeDiagnostics
 
 PARAMS = (
     Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
@@ -41,7 +57,28 @@ PARAMS = (
     Param("yolo.model_path", "", "YOLO model file (.pt, .onnx, .engine)", read_only=True),
     Param("yolo.confidence", 0.25, "YOLO confidence threshold"),
     Param("min_confidence", 0.0, "detections below this are not published"),
+    Param("camera_qos", "sensor_data", "'sensor_data' (BEST_EFFORT, matches any camera) or "
+          "'reliable'", read_only=True),
+    Param("infer_when", "stopped", "'stopped' (only at a waypoint) or 'always'"),
+    Param("max_rate", 0.0, "inferences per second at most (0: no limit)"),
 )
+CAMERA_QOS = ("sensor_data", "reliable")
+INFER_WHEN = ("stopped", "always")
+
+
+def camera_qos(name: str) -> QoSProfile:
+    """The camera subscription's QoS for ``camera_qos``."""
+    if name == "sensor_data":
+        return qos_profile_sensor_data
+    return QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def should_infer(infer_when: str, waypoint: str, max_rate: float, last: float | None,
+                 now: float) -> bool:
+    """Whether a frame arriving at ``now`` is run through the detector."""
+    if infer_when == "stopped" and not waypoint:
+        return False
+    return not (max_rate > 0 and last is not None and now - last < 1.0 / max_rate)
 
 
 def validate(values: dict[str, Any]) -> None:
@@ -53,6 +90,14 @@ def validate(values: dict[str, Any]) -> None:
     for key in ("yolo.confidence", "min_confidence"):
         if not 0.0 <= float(values[key]) <= 1.0:
             raise ValueError(f"{key} must be within 0..1")
+    if values["camera_qos"] not in CAMERA_QOS:
+        raise ValueError(f"camera_qos must be one of {', '.join(CAMERA_QOS)} "
+                         f"(got '{values['camera_qos']}')")
+    if values["infer_when"] not in INFER_WHEN:
+        raise ValueError(f"infer_when must be one of {', '.join(INFER_WHEN)} "
+                         f"(got '{values['infer_when']}')")
+    if float(values["max_rate"]) < 0:
+        raise ValueError("max_rate must be >= 0 (0: no limit)")
 
 
 def image_to_bgr(msg: Image) -> np.ndarray:
@@ -89,6 +134,12 @@ class PerceptionNode(LifecycleNode):
         self._pub = None
         self._frames = 0
         self._bad = 0
+        self._skipped = 0
+        self._last_infer: float | None = None
+        self._camera = RateMeter()
+        self._inferences = RateMeter()
+        self._camera_topic = ""
+        self._diagnostics = NodeDiagnostics(self, self._diagnose)
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         values = param_values(self, PARAMS)
@@ -115,12 +166,19 @@ class PerceptionNode(LifecycleNode):
         except Exception as exc:  # missing model file, ultralytics absent, bad file
             self.get_logger().error(f"cannot load the {backend} detector: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self._pub = self.create_publisher(DetectionArray, "detections", 10)
+        if self._pub is None:
+            self._pub = self.create_publisher(DetectionArray, "detections", 10)
+        qos = str(self.get_parameter("camera_qos").value)
         self._handles = [
-            self.create_subscription(Image, "camera/image_raw", self._on_image, 2),
-            self.create_subscription(String, "current_waypoint", self._on_waypoint, latched_qos()),
+            self.create_subscription(Image, "camera/image_raw", self._on_image, camera_qos(qos),
+                                     callback_group=MutuallyExclusiveCallbackGroup()),
+            self.create_subscription(String, "current_waypoint", self._on_waypoint, latched_qos(),
+                                     callback_group=MutuallyExclusiveCallbackGroup()),
         ]
-        self.get_logger().info(f"perception active with the {backend} backend")
+        self._camera_topic = self._handles[0].topic_name
+        self.get_logger().info(f"perception active with the {backend} backend; camera "
+                               f"{self._camera_topic} ({qos} QoS), inference "
+                               f"{self.get_parameter('infer_when').value}")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -130,26 +188,58 @@ class PerceptionNode(LifecycleNode):
         self._detector = None  # release the model
         return super().on_deactivate(state)
 
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._pub is not None:
+            self.destroy_publisher(self._pub)
+            self._pub = None
+        self._color_config = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def _diagnose(self) -> tuple[int, str, dict[str, Any]]:
+        """/diagnostics: camera rate, inference rate, skipped and dropped frames."""
+        camera, infer = self._camera.rate(), self._inferences.rate()
+        values = {"camera_topic": self._camera_topic, "camera_hz": camera, "inference_hz": infer,
+                  "frames": self._camera.total, "inferences": self._inferences.total,
+                  "skipped_while_driving_or_rate_limited": self._skipped,
+                  "dropped_bad_frames": self._bad,
+                  "camera_qos": self.get_parameter("camera_qos").value}
+        if self._detector is None:
+            return WARN, "inactive (no detector loaded)", values
+        if camera == 0.0:
+            return WARN, (f"no camera frames on {self._camera_topic} for "
+                          f"{self._camera.window:.0f}s (driver running? QoS?)"), values
+        return OK, f"camera {camera:.1f} Hz, inference {infer:.1f} Hz", values
+
     def _on_waypoint(self, msg: String) -> None:
         with self._lock:
             self._waypoint = msg.data
 
     def _on_image(self, msg: Image) -> None:
-        if self._detector is None or self._pub is None:
+        detector = self._detector
+        if detector is None or self._pub is None:
             return
+        self._camera.tick()
+        with self._lock:
+            waypoint = self._waypoint
+        now = time.monotonic()
+        if not should_infer(str(self.get_parameter("infer_when").value), waypoint,
+                            float(self.get_parameter("max_rate").value), self._last_infer, now):
+            self._skipped += 1
+            return
+        self._last_infer = now
+        self._inferences.tick()
         try:
             image = image_to_bgr(msg)
-            detections = self._detector.detect(image)
+            detections = detector.detect(image)
         except ValueError as exc:
             self._bad += 1
             if self._bad in (1, 10, 100) or self._bad % 1000 == 0:
                 self.get_logger().warning(f"dropped frame ({exc}); {self._bad} dropped so far")
             return
         min_conf = float(self.get_parameter("min_confidence").value)
-        out = DetectionArray(backend=self._detector.backend)
+        out = DetectionArray(backend=detector.backend)
         out.header = msg.header
-        with self._lock:
-            out.waypoint = self._waypoint
+        out.waypoint = waypoint
         out.detections = [
             Detection(label=d.label, color=d.color, x=int(d.x), y=int(d.y), width=int(d.width),
                       height=int(d.height), confidence=float(d.confidence))

@@ -21,6 +21,8 @@ Interfaces (relative names):
   sub  odom                  nav_msgs/Odometry (pose stamped on transitions)
   pub  current_waypoint      std_msgs/String ("" while driving; perception tags frames)
   pub  task_outcomes         glove_ros/TaskOutcome (one per finished task, for the updater)
+  pub  /diagnostics          diagnostic_msgs/DiagnosticArray: planner kind, LLM loaded,
+                             decision latency (mean / max of the last 50), LLM fallback rate
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from glove_ros.core.agent import (
     WorldMap,
 )
 from glove_ros.core.experience import MemoryEntry, Transition
+from glove_ros.core.health import OK, WARN, LatencyStat
 from glove_ros.core.observation import LookConfig, colors_of, judge_frames
 from glove_ros.core.tasks import is_dock_task, parse_task
 from glove_ros.core.world import load_world
@@ -64,6 +67,7 @@ from glove_ros.nodes.common import (
     validating_callback,
     wait_future,
 )
+from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.paths import resolve_world
 from glove_ros.srv import QueryMemory, RecordTransition
 
@@ -154,6 +158,9 @@ class PlannerNode(LifecycleNode):
         self._plan_store: Any = None
         self._planner: Any = None
         self._fallbacks_before = 0
+        self._latency = LatencyStat()
+        self._llm_decisions = self._llm_fallbacks = 0
+        self._diagnostics = NodeDiagnostics(self, self._diagnose)
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -254,6 +261,22 @@ class PlannerNode(LifecycleNode):
             self._llm.close()
             self._llm = None
         return super().on_deactivate(state)
+
+    def _diagnose(self) -> tuple[int, str, dict]:
+        """/diagnostics: LLM load, decision latency, fallback rate."""
+        kind = str(self.get_parameter("planner").value)
+        mean, worst = self._latency.summary()
+        asked = self._llm_decisions
+        rate = self._llm_fallbacks / asked if asked else 0.0
+        values = {"planner": kind, "llm_loaded": self._llm is not None,
+                  "decisions": self._latency.count, "decision_latency_mean_s": mean,
+                  "decision_latency_max_s": worst, "llm_decisions": asked,
+                  "llm_fallbacks": self._llm_fallbacks, "llm_fallback_rate": rate}
+        if kind == "llm" and self._llm is None:
+            return WARN, "LLM planner configured but no model loaded (inactive?)", values
+        if asked and rate > 0.5:
+            return WARN, f"LLM fell back to greedy in {rate:.0%} of decisions", values
+        return OK, f"{kind} planner, {self._latency.count} decisions, mean {mean:.3f}s", values
 
     # plumbing --------------------------------------------------------------------------
     def call(self, client: Any, request: Any, timeout: float) -> Any:
@@ -379,7 +402,9 @@ class PlannerNode(LifecycleNode):
                 if handle.is_cancel_requested:
                     finish = Finish(False, "cancelled")
                     break
+                t0 = time.monotonic()
                 action = agent.next_action()
+                self._latency.add(time.monotonic() - t0)
                 if isinstance(action, Finish):
                     finish = action
                     break
@@ -401,6 +426,9 @@ class PlannerNode(LifecycleNode):
                 handle.publish_feedback(RunTask.Feedback(step=step, current_waypoint=self._at,
                                                          last_action=last))
         report = agent.report
+        if report is not None:
+            self._llm_decisions += int(report.llm_decisions)
+            self._llm_fallbacks += int(report.fallbacks)
         result.success, result.reason = bool(finish.success), finish.reason
         result.steps = int(report.steps if report else step)
         result.found_at = report.found_at if report else ""

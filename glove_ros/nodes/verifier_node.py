@@ -11,16 +11,17 @@ ever retrievable before it was checked. What needs the *robot* happens here:
   alpha probed samples are in.
 * safety: actions listed in ``never_probe`` (irreversible or unsafe) are never sent,
   and a probe budget bounds the steps spent on verification.
-* reporting: probes spent per phase, published on ``verifier_status`` and logged.
+* reporting: probes spent per phase, published on ``verifier_status`` and logged, and the
+  probe budget on ``/diagnostics``.
 
 Topics: sub ``probe_requests`` (glove_ros/ProbeRequest), ``dissonance``
-(glove_ros/DissonanceAlert, for logging); pub ``verifier_status`` (std_msgs/String, JSON).
+(glove_ros/DissonanceAlert, for logging); pub ``verifier_status`` (glove_ros/VerifierStatus,
+latched), ``/diagnostics`` (diagnostic_msgs/DiagnosticArray).
 Action client ``probe`` (glove_ros/Probe); service client ``record_transition``.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -28,18 +29,20 @@ from typing import Any
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from std_msgs.msg import String
 
 from glove_ros.action import Probe
-from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition
+from glove_ros.core.health import OK, WARN
+from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition, VerifierStatus
 from glove_ros.nodes.common import (
     Param,
     declare_params,
+    latched_qos,
     param_values,
     run,
     validating_callback,
     wait_future,
 )
+from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.srv import RecordTransition
 
 PARAMS = (
@@ -78,6 +81,7 @@ class VerifierNode(LifecycleNode):
         self._status_pub = None
         self._probe_client: ActionClient | None = None
         self._record_client = None
+        self._diagnostics = NodeDiagnostics(self, self._diagnose)
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -89,11 +93,13 @@ class VerifierNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._status_pub = self.create_publisher(String, "verifier_status", 10)
-        self._probe_client = ActionClient(self, Probe, "probe", callback_group=self._group)
-        self._record_client = self.create_client(
-            RecordTransition, "record_transition", callback_group=self._group
-        )
+        if self._status_pub is None:  # created once, destroyed on cleanup
+            self._status_pub = self.create_publisher(VerifierStatus, "verifier_status",
+                                                     latched_qos())
+            self._probe_client = ActionClient(self, Probe, "probe", callback_group=self._group)
+            self._record_client = self.create_client(
+                RecordTransition, "record_transition", callback_group=self._group
+            )
         self._subs = [
             self.create_subscription(ProbeRequest, "probe_requests", self._on_request, 10,
                                      callback_group=self._group),
@@ -111,6 +117,30 @@ class VerifierNode(LifecycleNode):
             self.destroy_subscription(sub)
         self._subs = []
         return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._status_pub is not None:
+            self.destroy_publisher(self._status_pub)
+            self._status_pub = None
+        if self._probe_client is not None:
+            self._probe_client.destroy()
+            self._probe_client = None
+        if self._record_client is not None:
+            self.destroy_client(self._record_client)
+            self._record_client = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def _diagnose(self) -> tuple[int, str, dict[str, Any]]:
+        """/diagnostics: probe budget spent and left, refusals."""
+        budget = int(self.get_parameter("probe_budget").value)
+        with self._lock:
+            spent, refused = self._spent, self._refused
+        values = {"probe_budget": budget, "probes_spent": spent,
+                  "probe_budget_left": max(budget - spent, 0), "refused": refused,
+                  "never_probe": ",".join(sorted(self._never_probe()))}
+        if budget and spent >= budget:
+            return WARN, f"probe budget exhausted ({spent}/{budget})", values
+        return OK, f"{spent}/{budget} probes spent, {refused} refused", values
 
     # callbacks -------------------------------------------------------------------------
     def _never_probe(self) -> set[str]:
@@ -196,12 +226,15 @@ class VerifierNode(LifecycleNode):
         return True
 
     def _publish_status(self) -> None:
+        budget = int(self.get_parameter("probe_budget").value)
         with self._lock:
-            status = {"probes_spent": self._spent, "per_phase": dict(self._per_phase),
-                      "refused": self._refused,
-                      "budget": int(self.get_parameter("probe_budget").value)}
+            phases = sorted(self._per_phase)
+            msg = VerifierStatus(probes_spent=self._spent, budget=budget,
+                                 budget_left=max(budget - self._spent, 0), refused=self._refused,
+                                 phases=phases, phase_probes=[self._per_phase[p] for p in phases])
+        msg.header.stamp = self.get_clock().now().to_msg()
         if self._status_pub is not None:
-            self._status_pub.publish(String(data=json.dumps(status, sort_keys=True)))
+            self._status_pub.publish(msg)
 
 
 def main(args: Sequence[str] | None = None) -> int:
