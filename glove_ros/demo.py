@@ -176,6 +176,7 @@ def main(args: argparse.Namespace) -> int:
         "planner": {"world": str(world_path), "planner": args.planner, "plan_db_path": str(db)},
         "plan_gate": {"db_path": str(db), "world": str(world_path)},
         "consolidation": {"db_path": str(db)},
+        "markers": {"world": str(world_path)},
     }
     dep = graph.deployment("sim")
     print(f"glove_ros demo: world '{world.name}', {episodes} episodes, planner {args.planner}, "
@@ -225,7 +226,14 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     from std_msgs.msg import String, UInt32
 
     from glove_ros.action import RunTask
-    from glove_ros.msg import DetectionArray, DissonanceAlert, GateDecision, MemoryEvent
+    from glove_ros.msg import (
+        DetectionArray,
+        DissonanceAlert,
+        GateDecision,
+        MemoryEvent,
+        VerifierStatus,
+    )
+    from glove_ros.nodes.common import latched_qos
 
     rclpy.init()
     node = rclpy.create_node("glove_demo")
@@ -281,14 +289,15 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
               f" ({report.get('entries_before', '?')} -> {report.get('entries_after', '?')} "
               "plan-memory entries)")
 
-    def on_status(m: String) -> None:
+    def on_status(m: Any) -> None:  # glove_ros/VerifierStatus
         with lock:
-            counters["verifier_status"] = json.loads(m.data)
+            counters["verifier_status"] = {"probes_spent": int(m.probes_spent),
+                                           "budget": int(m.budget), "refused": int(m.refused)}
 
     node.create_subscription(DissonanceAlert, "dissonance", on_alert, 50)
     node.create_subscription(MemoryEvent, "memory_events", on_event, 200)
     node.create_subscription(String, "world_events", on_world, 50)
-    node.create_subscription(String, "verifier_status", on_status, 10)
+    node.create_subscription(VerifierStatus, "verifier_status", on_status, latched_qos())
     node.create_subscription(GateDecision, "gate_decisions", on_gate, 50)
     node.create_subscription(String, "consolidation_report", on_consolidation, 10)
     battery = {"level": 1.0}

@@ -58,6 +58,7 @@ PLANNER = NodeSpec("planner", "planner_node")
 OBSERVER = NodeSpec("observer", "observer_node")
 PLAN_GATE = NodeSpec("plan_gate", "plan_gate_node")
 CONSOLIDATION = NodeSpec("consolidation", "consolidation_node")
+MARKERS = NodeSpec("markers", "markers_node")  # memory on the map, for RViz / Foxglove
 # Real robot: navigate_to_waypoint over Nav2 (its navigate_to_pose action, or the
 # goal_pose topic without nav2_msgs), the map pose from AMCL's amcl_pose.
 WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "amcl_pose"),))
@@ -71,13 +72,13 @@ JETROVER_BATTERY = "ros_robot_controller/battery"
 DEPLOYMENTS: dict[str, Deployment] = {
     "sim": Deployment(
         "sim", "sim.yaml",
-        (SIMULATOR, PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION),
+        (SIMULATOR, PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, MARKERS),
         "built-in simulator: the whole stack on one machine, simulated time on /clock",
         own_clock=True,
     ),
     "gazebo": Deployment(
         "gazebo", "gazebo.yaml",
-        (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION),
+        (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, MARKERS),
         "Gazebo (gz sim) world generated from a world file; ros_gz_bridge for camera, odom, "
         "cmd_vel; navigate_to_waypoint served by your navigation stack",
     ),
@@ -87,7 +88,7 @@ DEPLOYMENTS: dict[str, Deployment] = {
             NodeSpec("perception", "perception_node", (("camera/image_raw", JETROVER_CAMERA),)),
             MEMORY, VERIFIER, PLANNER, PLAN_GATE,
             NodeSpec("consolidation", "consolidation_node", (("battery", JETROVER_BATTERY),)),
-            WAYPOINT_NAV,
+            WAYPOINT_NAV, MARKERS,
         ),
         "the physical JetRover: async GLOVE, nothing probed by default",
     ),

@@ -26,5 +26,5 @@ def generate_launch_description():
         DeclareLaunchArgument("world", default_value="jetrover_maze",
                               description="bundled world name or world file path"),
         *glove_nodes("sim", {node: {"world": world}
-                             for node in ("simulator", "planner", "plan_gate")}),
+                             for node in ("simulator", "planner", "plan_gate", "markers")}),
     ])
