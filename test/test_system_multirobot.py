@@ -134,7 +134,8 @@ def test_two_namespaced_robots_keep_their_own_parameters_and_memories(two_robots
         clocks = {ns: [] for ns in ROBOTS}
         for ns in ROBOTS:
             node.create_subscription(Clock, f"/{ns}/clock", clocks[ns].append, 10)
-        wait_for(lambda: all(len(c) > 2 for c in clocks.values()), 20, "both robots' clocks")
+        wait_for(lambda: all(len(c) > 2 for c in clocks.values()), 60, "both robots' clocks",
+                 lambda: _logs(tmp_path))
 
         # shared /**/ sections reach the namespaced nodes; /<ns>/ sections override them
         for i, (ns, robot_id) in enumerate(ROBOTS.items()):
