@@ -40,7 +40,7 @@ BENCHMARKS = {
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
 NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate",
-         "consolidation", "observer", "waypoint_nav")
+         "consolidation", "observer", "waypoint_nav", "markers")
 
 
 def _module_exists(name: str) -> bool:
