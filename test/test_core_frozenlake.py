@@ -111,7 +111,7 @@ def _mutate(path: tuple, value) -> dict:
         (_mutate(("drift",), []), "drift must be a non-empty list"),
         (_mutate(("budget", "probe_cap"), 500), "exceeds budget.total"),
         (_mutate(("success_rate",), 0.5), "slippery maps only"),
-        (_mutate(("methods",), ["GLOVE-sync", "Oracle"]), "unknown method 'Oracle'"),
+        (_mutate(("methods",), ["GLOVE-sync", "Clairvoyant"]), "unknown method 'Clairvoyant'"),
         (_mutate(("agent", "gamma"), 1.5), "agent.gamma"),
         (_mutate(("is_slippery",), "yes"), "is_slippery must be true or false"),
     ],
@@ -302,8 +302,9 @@ def test_main_prints_a_table(tmp_path, capsys):
 
 
 def test_bad_method_and_policy_are_errors(tmp_path):
-    with pytest.raises(ValueError, match="unknown method 'Oracle'"):
-        fl.main(_args("--scenario", str(TINY), "--methods", "Oracle", "--out", str(tmp_path)))
+    with pytest.raises(ValueError, match="unknown method 'Clairvoyant'"):
+        fl.main(_args("--scenario", str(TINY), "--methods", "Clairvoyant",
+                      "--out", str(tmp_path)))
     with pytest.raises(ValueError, match="unknown policy"):
         fl.run_benchmark(fl.load_scenario(TINY), ["Static"], policy="random")
     assert not (tmp_path / "frozenlake_tiny.json").exists()
@@ -422,7 +423,7 @@ def test_make_rule_names_and_errors():
         finally:
             rule.close()
     with pytest.raises(ValueError, match="unknown memory rule"):
-        mr.make_rule("Oracle")
+        mr.make_rule("Clairvoyant")
     with pytest.raises(ValueError, match="mode"):
         mr.make_rule("GLOVE-sync", {"mode": "async"})
     with pytest.raises(ValueError):
@@ -433,7 +434,7 @@ def test_glove_adapter_probes_realigns_and_breaks_the_deadlock():
     def is_negative(o, r):
         return o[1] == HOLE
 
-    rule = mr.make_rule("GLOVE-sync", {"p_th": 1}, is_negative=is_negative)
+    rule = mr.make_rule("GLOVE-sync", {"detector": "p_th", "p_th": 1}, is_negative=is_negative)
     try:
         rule.begin_phase("source", learning=True)
         for step in range(3):
@@ -468,11 +469,12 @@ def test_glove_adapter_rechecks_mostly_negative_groups_in_slippery_worlds():
     def is_negative(o, r):
         return o[1] == HOLE
 
-    rule = mr.make_rule("GLOVE-sync", {"p_th": 2, "k_modes": 3, "probe_epsilon": 1.0,
-                                        "delta": 0.1}, is_negative=is_negative)
+    rule = mr.make_rule("GLOVE-sync", {"detector": "p_th", "p_th": 2, "k_modes": 3,
+                                        "probe_epsilon": 1.0, "delta": 0.1},
+                        is_negative=is_negative)
     try:
         # (1, down): mostly a hole, once a slip onto ice (one surprise, no alert): the
-        # core's all-negative rule skips it; the adapter re-tests it too
+        # deadlock rule re-tests mostly-negative groups, not only all-negative ones
         for step, o in enumerate([(5, HOLE)] * 2 + [(1, "ice")] + [(5, HOLE)] * 2):
             rule.observe(1, 1, o, step=step)
         assert rule.alerts == 0 and rule.probe_requests() == []
@@ -487,6 +489,6 @@ def test_glove_adapter_rechecks_mostly_negative_groups_in_slippery_worlds():
         assert targets[0].count == 9  # alpha for K = 3, eps = 1, delta = 0.1
         rule.apply_probes(targets[0], [(5, "ice")] * targets[0].count)
         assert rule.distribution(1, 1) == {(5, "ice"): 1.0}
-        assert rule.stats()["mixed_rechecks"] == 1
+        assert rule.stats()["rechecks"] == 1
     finally:
         rule.close()

@@ -30,6 +30,10 @@ def store(tmp_path):
 
 
 def verifier(store, **cfg) -> GloveVerifier:
+    """Tests written against the paper's rule (``p_th``) run it explicitly; the calibrated
+    default detector has its own tests in test_core_detection.py."""
+    cfg.setdefault("detector", "p_th")
+    cfg.setdefault("symmetric_actions", ())
     return GloveVerifier(store, VerifierConfig(**cfg))
 
 
@@ -488,7 +492,7 @@ def test_recheck_on_dissonance_and_never_probe(store):
 
 
 def test_reward_based_negativity(store):
-    v = GloveVerifier(store, VerifierConfig(negative_reward_at_most=0.0, p_th=2,
+    v = GloveVerifier(store, VerifierConfig(negative_reward_at_most=0.0, p_th=2, detector="p_th",
                                             stale_negative_after=0))
     learn(v, T("s7", "left", "done", reward=0.0), 1)
     learn(v, T("s8", "left", "done", reward=1.0), 1)

@@ -383,6 +383,21 @@ def make_env(desc: Sequence[str], scenario: Scenario) -> Any:
     return gym.make("FrozenLake-v1", **kwargs)
 
 
+def true_model(env: Any) -> dict[tuple[int, int], dict[tuple[int, str], float]]:
+    """The true outcome distribution of every (state, action) of a FrozenLake env."""
+    table = env.unwrapped.P
+    out: dict[tuple[int, int], dict[tuple[int, str], float]] = {}
+    for s, actions in table.items():
+        for a, branches in actions.items():
+            dist: dict[tuple[int, str], float] = {}
+            for p, nxt, reward, term in branches:
+                if p > 0:
+                    o = outcome_of(nxt, reward, term)
+                    dist[o] = dist.get(o, 0.0) + p
+            out[(int(s), int(a))] = dist
+    return out
+
+
 def outcome_of(next_state: int, reward: float, terminated: bool) -> tuple[int, str]:
     """The outcome signature the memories store: (next state, goal | hole | ice)."""
     if terminated:
@@ -794,6 +809,8 @@ class Runner:
             alerts0 = self.rule.alerts
             env = make_env(desc, self.sc)
             probe_env = make_env(desc, self.sc)
+            if hasattr(self.rule, "set_world"):  # the oracle knows the true current world
+                self.rule.set_world(true_model(env))
             probe_env.reset(seed=self.sc.seed + 7919 * (i + 1))
             try:
                 for ep in range(n_eps):

@@ -24,7 +24,16 @@ name                   update rule
                        re-tests stale negative memories (the deadlock rule)
 ``GLOVE-async``        the same verifier in replay-relaxed asynchronous mode: suppresses
                        refuted and stale negative memory, never forces a probe
+``Oracle``             believes the true current world (the upper bound of a scenario)
 =====================  ==================================================================
+
+GLOVE runs with the core verifier's defaults (the calibrated Bayes-factor detector). Its
+stale-negative re-test when the agent is stuck (the deadlock rule) is a project extension
+beyond the paper; :data:`GLOVE_ABLATIONS` switch it off (``GLOVE-async-norecheck``), use the
+paper's ``p_th`` count instead of the calibrated detector (``-pth``), or drop object-level
+and corridor-symmetry evidence (``-noobject``). Every rule gets the same ``on_stuck`` call
+and answers by its own rule: GLOVE re-tests stale negatives, PageHinkleyReset resets,
+PeriodicRefresh refreshes, the local rules do nothing.
 
 Interface (:class:`MemoryRule`): ``observe(state, action, outcome, reward, step)`` records
 one real transition; ``distribution(state, action)`` gives the believed outcome distribution
@@ -49,11 +58,14 @@ Outcome = Hashable
 Key = tuple[Hashable, Hashable]
 
 __all__ = [
+    "BASELINE_PARAMS",
     "BASELINE_RULES",
+    "GLOVE_ABLATIONS",
     "GLOVE_RULES",
     "GloveRule",
     "LatestOverwrite",
     "MemoryRule",
+    "Oracle",
     "PageHinkleyReset",
     "PeriodicRefresh",
     "ProbeTarget",
@@ -323,6 +335,16 @@ class PageHinkleyReset(_SampleMemory):
                 self._reset_test()
         super().observe(state, action, outcome, reward, step)
 
+    def on_stuck(
+        self, state: Hashable, step: int = 0, reachable: Iterable[Hashable] | None = None
+    ) -> list[ProbeTarget]:
+        """Its own answer to being stuck: treat it as a change and reset (memory and test)."""
+        if self._samples:
+            self.resets += 1
+            self.clear()
+            self._reset_test()
+        return []
+
     def stats(self) -> dict[str, Any]:
         return {"alerts": self.alerts, "resets": self.resets}
 
@@ -350,11 +372,52 @@ class PeriodicRefresh(_SampleMemory):
         self._epoch = epoch
         super().observe(state, action, outcome, reward, step)
 
+    def on_stuck(
+        self, state: Hashable, step: int = 0, reachable: Iterable[Hashable] | None = None
+    ) -> list[ProbeTarget]:
+        """Its own answer to being stuck: refresh now (and start a new period)."""
+        if self._samples:
+            self.clear()
+            self.refreshes += 1
+            self._epoch = step // self.period
+        return []
+
     def stats(self) -> dict[str, Any]:
         return {"alerts": self.alerts, "refreshes": self.refreshes}
 
 
-BASELINE_RULES: dict[str, Callable[[], MemoryRule]] = {
+class Oracle(MemoryRule):
+    """The upper bound: believes the true current world, whatever it observed.
+
+    The benchmark tells it the world at each phase with :meth:`set_world` (a mapping
+    (state, action) -> true outcome distribution); it never learns nor forgets anything.
+    """
+
+    name = "Oracle"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._world: Mapping[Key, Mapping[Outcome, float]] = {}
+
+    def set_world(self, model: Mapping[Key, Mapping[Outcome, float]]) -> None:
+        """The true outcome distribution of every (state, action) from now on."""
+        self._world = model
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        return None
+
+    def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
+        dist = self._world.get((state, action))
+        return dict(dist) if dist else None
+
+    def support(self, state: Hashable, action: Hashable) -> int:
+        return 1_000_000 if self._world.get((state, action)) else 0
+
+
+BASELINE_RULES: dict[str, Callable[..., MemoryRule]] = {
     "Static": Static,
     "LatestOverwrite": LatestOverwrite,
     "RecentK": RecentK,
@@ -363,30 +426,61 @@ BASELINE_RULES: dict[str, Callable[[], MemoryRule]] = {
     "PageHinkleyReset": PageHinkleyReset,
     "PeriodicRefresh": PeriodicRefresh,
 }
+#: the parameter each baseline's sensitivity sweep varies (constructor keyword)
+BASELINE_PARAMS: dict[str, str] = {
+    "RecentK": "k",
+    "SlidingWindow": "window",
+    "RecencyWeighted": "half_life",
+    "PageHinkleyReset": "threshold",
+    "PeriodicRefresh": "period",
+}
 GLOVE_RULES = ("GLOVE-sync", "GLOVE-async")
+#: GLOVE ablations (project extensions switched off, or the paper's p_th rule): name ->
+#: (mode, VerifierConfig overrides)
+GLOVE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "GLOVE-async-pth": ("async", {"detector": "p_th", "p_th": 3}),
+    "GLOVE-async-norecheck": ("async", {"stale_negative_recheck": False}),
+    "GLOVE-async-noobject": ("async", {"unique_objects": (), "symmetric_actions": ()}),
+    "GLOVE-sync-pth": ("sync", {"detector": "p_th", "p_th": 3}),
+}
 
 
 def rule_names() -> list[str]:
     """Every rule name :func:`make_rule` accepts, in table order (GLOVE first)."""
-    return [*GLOVE_RULES, *BASELINE_RULES]
+    return [*GLOVE_RULES, *BASELINE_RULES, *GLOVE_ABLATIONS, "Oracle"]
 
 
 def make_rule(
     name: str,
     glove_config: Mapping[str, Any] | None = None,
     is_negative: Callable[[Outcome, float], bool] | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> MemoryRule:
     """Build a rule by name.
 
     ``glove_config`` (VerifierConfig fields except ``mode``, which the name fixes) and
     ``is_negative`` (which outcomes are failures, for the deadlock breaker) go to the GLOVE
-    adapters only.
+    adapters only; ``params`` to a baseline's constructor (e.g. ``{"k": 5}`` for RecentK,
+    see :data:`BASELINE_PARAMS`).
     """
     if name in BASELINE_RULES:
-        return BASELINE_RULES[name]()
+        try:
+            return BASELINE_RULES[name](**dict(params or {}))
+        except TypeError as exc:
+            raise ValueError(f"bad parameters for {name}: {exc}") from None
+    if params:
+        raise ValueError(f"{name} takes no params (got {dict(params)})")
+    if name == "Oracle":
+        return Oracle()
     if name in GLOVE_RULES:
         mode = "sync" if name == "GLOVE-sync" else "async"
         return GloveRule(mode, glove_config, is_negative=is_negative)
+    if name in GLOVE_ABLATIONS:
+        mode, overrides = GLOVE_ABLATIONS[name]
+        rule = GloveRule(mode, {**dict(glove_config or {}), **overrides},
+                         is_negative=is_negative)
+        rule.name = name
+        return rule
     raise ValueError(f"unknown memory rule {name!r}; choose from {', '.join(rule_names())}")
 
 
@@ -463,10 +557,10 @@ class GloveRule(MemoryRule):
         self._pending: list[ProbeTarget] = []
         self._cache: dict[tuple[str, str], dict[Outcome, float]] | None = None
         self._support: dict[tuple[str, str], int] = {}
-        self._world_mark = 0
         self.rechecks = 0
-        self.mixed_rechecks = 0
         self.cancelled_probes = 0
+        #: (state, action, step) of every alert, object-level ones included (metrics)
+        self.alert_log: list[tuple[Hashable, Hashable, int]] = []
 
     def _clock(self) -> float:
         return float(self._clock_now + 1)
@@ -491,10 +585,14 @@ class GloveRule(MemoryRule):
                        reward=float(reward), stamp=float(step + 1))
         result = self.verifier.observe(t)
         self._cache = None
-        if result.alert is not None:
-            self.alerts += 1
-            self._world_mark = max(self._world_mark, result.alert.entry_id)
+        self._log_alerts(result, step)
         self._pending += [self._target(r) for r in result.probe_requests]
+
+    def _log_alerts(self, result: Any, step: int) -> None:
+        for a in result.alerts:
+            self.alerts += 1
+            self.alert_log.append((self._decode.get(a.state_key, a.state_key),
+                                   self._decode.get(a.action, a.action), step))
 
     def _target(self, req: Any) -> ProbeTarget:
         return ProbeTarget(self._decode.get(req.state_key, req.state_key),
@@ -545,9 +643,7 @@ class GloveRule(MemoryRule):
                 t = Transition(self._enc(target.state), self._enc(target.action), self._enc(o),
                                source=Source.PROBED, stamp=float(self._clock_now + 1))
                 result = self.verifier.observe(t)
-                if result.alert is not None:
-                    self.alerts += 1
-                    self._world_mark = max(self._world_mark, result.alert.entry_id)
+                self._log_alerts(result, self._clock_now)
                 self._pending += [self._target(r) for r in result.probe_requests]
             return
         if len(outcomes) >= req.alpha:
@@ -564,55 +660,12 @@ class GloveRule(MemoryRule):
         stamp = float(step + 1)
         result = self.verifier.recheck_negatives(keys, stuck=True, stamp=stamp)
         self.rechecks += len(result.pairs)
-        targets = [self._target(r) for r in result.probe_requests]
-        targets += self._recheck_mixed(keys, set(result.pairs), stamp)
         self._cache = None
-        return targets
-
-    def _recheck_mixed(
-        self, keys: list[str] | None, done: set[tuple[str, str, str]], stamp: float
-    ) -> list[ProbeTarget]:
-        """The core's deadlock rule re-tests only groups whose outcomes are *all* negative.
-
-        In a slippery world the refuted-hole memory of a re-opened tile also holds a few
-        slip outcomes, so it never qualifies and the planner stays deadlocked. This extends
-        the rule, with public store calls only, to stale groups that are mostly negative
-        (>= half their samples): suppress and queue them like the core does; in sync mode
-        ask for ``alpha`` probes, whose outcomes :meth:`apply_probes` feeds to the
-        verifier as PROBED evidence for the pending item.
-        """
-        cfg = self.verifier.config
-        mark = self.store.get_state("glove.world_mark")
-        threshold = max(int(mark["id"]) if isinstance(mark, dict) and "id" in mark else 0,
-                        self._world_mark,
-                        self.store.max_id() + 1 - cfg.stale_negative_after)
-        targets: list[ProbeTarget] = []
-        for g in self.store.outcome_groups(keys):
-            if g.pair in done or g.action in cfg.never_probe or g.last_id >= threshold:
-                continue
-            neg = sum(c for o, c in g.counts.items()
-                      if self._is_neg(o, g.max_rewards.get(o, 0.0)))
-            if neg == g.size or 2 * neg < g.size:
-                continue  # all-negative groups are the core's; mostly-positive stay trusted
-            if self.store.pending_for(*g.pair) is not None:
-                continue
-            entries, _ = self.store.query(g.state_key, g.action, g.action_arg, limit=None)
-            reason = (f"stale mostly-negative memory ({neg}/{g.size} negative) re-tested to "
-                      "break the self-confirming deadlock (memory_rules adapter)")
-            with self.store.transaction():
-                ids = self.store.suppress([e.id for e in entries], reason, stamp)
-                self.store.add_pending(*g.pair, ids, stamp, reason)
-            self.mixed_rechecks += 1
-            if self.probe_mode == "sync":
-                targets.append(ProbeTarget(self._decode.get(g.state_key, g.state_key),
-                                           self._decode.get(g.action, g.action),
-                                           cfg.alpha, "stale_negative"))
-        return targets
+        return [self._target(r) for r in result.probe_requests]
 
     def stats(self) -> dict[str, Any]:
         out = {k: v for k, v in self.verifier.stats().items() if k not in ("phases", "phase")}
         out["cancelled_probes"] = self.cancelled_probes
-        out["mixed_rechecks"] = self.mixed_rechecks
         return out
 
     def close(self) -> None:

@@ -86,12 +86,14 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
+from glove_ros.core.detection import NoiseEstimate, history_mode, log_bayes_factor
 from glove_ros.core.equivalence import RULE_NAMES, EquivalenceRule, make_rule
 from glove_ros.core.experience import MemoryEntry, Source, Status, Transition
 from glove_ros.core.store import ExperienceStore, OutcomeGroup
 
 __all__ = [
     "DEFAULT_NEGATIVE_OUTCOMES",
+    "DETECTORS",
     "DissonanceAlert",
     "GloveVerifier",
     "ProbeRequest",
@@ -108,6 +110,10 @@ DEFAULT_NEGATIVE_OUTCOMES = ("hole", "blocked", "collision", "failed", "unreacha
 
 _STREAK = "glove.streak:"
 _WORLD_MARK = "glove.world_mark"
+_NOISE = "glove.noise"
+#: detection rules: the calibrated Bayes-factor test (default) and the paper's p_th count
+DETECTORS = ("bayes", "p_th")
+_TUPLE_FIELDS = ("never_probe", "negative_outcomes", "unique_objects", "symmetric_actions")
 
 
 def hoeffding_bound(n: int, delta: float) -> float:
@@ -138,6 +144,12 @@ def probe_budget(k: int, epsilon: float, delta: float) -> int:
     return max(1, math.ceil(value - 1e-9))
 
 
+def _objects(outcome: str) -> set[str]:
+    """Objects named by an outcome signature ``key=a,b`` (or ``a,b``)."""
+    body = outcome.split("=", 1)[1] if "=" in outcome else outcome
+    return {p.strip() for p in body.split(",") if p.strip()}
+
+
 def _pair_name(state_key: str, action: str, action_arg: str) -> str:
     return f"({state_key!r}, {action}{'(' + action_arg + ')' if action_arg else ''})"
 
@@ -162,6 +174,18 @@ class VerifierConfig:
     :meth:`GloveVerifier.recheck_negatives` when an alert concerns its routes).
     ``stale_negative_after``: recorded transitions after which a stuck planner may re-test a
     negative memory that was not re-confirmed.
+    ``detector``: ``"bayes"`` (default: the calibrated sequential test of
+    :mod:`glove_ros.core.detection`, no tuning) or ``"p_th"`` (the paper's rule: ``p_th``
+    consecutive surprises). ``alarm_delta``: the bayes test's false-alarm probability per
+    test (threshold ln(1 / alarm_delta) on the log Bayes factor).
+    ``noise_prior_rate`` / ``noise_prior_weight``: prior of the observation-noise rate the
+    bayes test estimates online per action kind (a rate, and its weight in pseudo-samples).
+    ``unique_objects``: objects (e.g. colours of blocks) known to exist once in the world;
+    an ``object_action`` outcome ``key=a,b`` that shows one at a new state is evidence
+    against every other state's memory of it (suppressed at once).
+    ``symmetric_actions``: actions whose outcome is the same in both directions of an
+    undirected link (``navigate_to`` a neighbour): (s, a, t) and (t, a, s) share evidence.
+    ``stale_negative_recheck``: the deadlock rule (a project extension; off = ablation).
     """
 
     mode: str = "async"
@@ -180,6 +204,14 @@ class VerifierConfig:
     negative_reward_at_most: float | None = None
     recheck_on_dissonance: bool = False
     stale_negative_after: int = 50
+    detector: str = "bayes"
+    alarm_delta: float = 0.02
+    noise_prior_rate: float = 0.05
+    noise_prior_weight: float = 5.0
+    unique_objects: tuple[str, ...] = ()
+    object_action: str = "look"
+    symmetric_actions: tuple[str, ...] = ("navigate_to",)
+    stale_negative_recheck: bool = True
 
     def validate(self) -> VerifierConfig:
         """Raise ``ValueError`` with an actionable message; return ``self`` when valid."""
@@ -240,6 +272,27 @@ class VerifierConfig:
             )
         if not isinstance(self.recheck_on_dissonance, bool):
             raise ValueError("recheck_on_dissonance must be true or false")
+        if self.detector not in DETECTORS:
+            raise ValueError(
+                f"detector must be one of {', '.join(DETECTORS)} ('bayes': calibrated, "
+                f"'p_th': the paper's consecutive-surprise count), got {self.detector!r}"
+            )
+        if not is_num(self.alarm_delta) or not 0 < self.alarm_delta < 0.5:
+            raise ValueError(f"alarm_delta must be in (0, 0.5), got {self.alarm_delta!r}")
+        if not is_num(self.noise_prior_rate) or not 0 < self.noise_prior_rate < 0.5:
+            raise ValueError(
+                f"noise_prior_rate must be in (0, 0.5), got {self.noise_prior_rate!r}")
+        if not is_num(self.noise_prior_weight) or self.noise_prior_weight <= 0:
+            raise ValueError(
+                f"noise_prior_weight must be > 0 pseudo-samples, got {self.noise_prior_weight!r}")
+        for name in ("unique_objects", "symmetric_actions"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+                raise ValueError(f"{name} must be a tuple of non-empty strings, got {value!r}")
+        if not isinstance(self.object_action, str) or not self.object_action:
+            raise ValueError("object_action must be a non-empty action name")
+        if not isinstance(self.stale_negative_recheck, bool):
+            raise ValueError("stale_negative_recheck must be true or false")
         if not is_int(self.stale_negative_after) or self.stale_negative_after < 0:
             raise ValueError(
                 f"stale_negative_after must be an integer >= 0, got {self.stale_negative_after!r}"
@@ -263,13 +316,14 @@ class VerifierConfig:
                 f"accepted: {', '.join(sorted(known))}"
             )
         values = dict(data)
-        for name in ("never_probe", "negative_outcomes"):
+        for name in _TUPLE_FIELDS:
             v = values.get(name)
             if isinstance(v, str):
                 values[name] = tuple(p.strip() for p in v.split(",") if p.strip())
             elif isinstance(v, (list, tuple)):
                 values[name] = tuple(v)
-        for name in ("epsilon", "delta", "radius", "probe_epsilon", "negative_reward_at_most"):
+        for name in ("epsilon", "delta", "radius", "probe_epsilon", "negative_reward_at_most",
+                     "alarm_delta", "noise_prior_rate", "noise_prior_weight"):
             v = values.get(name)
             if isinstance(v, int) and not isinstance(v, bool):
                 values[name] = float(v)
@@ -278,7 +332,7 @@ class VerifierConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (tuples as lists), the inverse of :meth:`from_dict`."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("never_probe", "negative_outcomes"):
+        for name in _TUPLE_FIELDS:
             out[name] = list(out[name])
         return out
 
@@ -338,6 +392,9 @@ class DissonanceAlert:
     entry_id: int = 0
     stamp: float = 0.0
     reason: str = ""
+    log_bayes_factor: float | None = None
+    noise_rate: float | None = None
+    kind: str = "dissonance"
 
     @property
     def expected_outcomes(self) -> list[str]:
@@ -408,6 +465,13 @@ class VerifyResult:
     new_ids: tuple[int, ...] = ()
     pending_evidence: int = 0
     recheck: RecheckResult | None = None
+    object_alerts: tuple[DissonanceAlert, ...] = ()
+    log_bayes_factor: float | None = None
+
+    @property
+    def alerts(self) -> tuple[DissonanceAlert, ...]:
+        """Every alert this observation raised: the pair's own, then object-level ones."""
+        return ((self.alert,) if self.alert is not None else ()) + self.object_alerts
 
     @property
     def probe_request(self) -> ProbeRequest | None:
@@ -419,6 +483,7 @@ _COUNTERS = (
     "observations",
     "surprises",
     "alerts",
+    "object_alerts",
     "probe_requests",
     "probes",
     "suppressions",
@@ -453,6 +518,9 @@ class GloveVerifier:
         self._next_request = 1
         self._probes_used = 0
         self._streaks: dict[tuple[str, str, str], list[int]] = {}
+        self._noise = NoiseEstimate.from_json(
+            store.get_state(_NOISE), self.config.noise_prior_rate, self.config.noise_prior_weight
+        )
         for name, value in store.state_items(_STREAK).items():
             key = tuple(json.loads(name[len(_STREAK):]))
             if len(key) == 3 and isinstance(value, list):
@@ -570,6 +638,7 @@ class GloveVerifier:
             self._next_request,
             self._probes_used,
             {p: Counter(c) for p, c in self._stats.items()},
+            {a: list(c) for a, c in self._noise.counts.items()},
         )
         try:
             with self.store.transaction():
@@ -577,7 +646,7 @@ class GloveVerifier:
         except BaseException:
             (
                 self._streaks, self._requests, self._next_request, self._probes_used,
-                self._stats,
+                self._stats, self._noise.counts,
             ) = snapshot
             raise
 
@@ -586,10 +655,21 @@ class GloveVerifier:
 
     # ------------------------------------------------------------------ Q_hist
 
+    def _mirror(self, t: Transition) -> Transition | None:
+        """The other direction of a symmetric action (``navigate_to`` B from A: A from B)."""
+        if (t.action in self.config.symmetric_actions and t.action_arg
+                and t.action_arg != t.state_key and self.rule.key_based):
+            return Transition(t.action_arg, t.action, "?", action_arg=t.state_key)
+        return None
+
     def _q_counts(
         self, t: Transition, streak: Sequence[int]
     ) -> dict[str, int]:
         counts = self.store.outcome_counts(t, self.rule)
+        mirror = self._mirror(t)
+        if mirror is not None:
+            for o, c in self.store.outcome_counts(mirror, self.rule).items():
+                counts[o] = counts.get(o, 0) + c
         if streak:
             for e in self.store.get_many(streak):
                 if e.trusted and e.transition.action == t.action and (
@@ -601,6 +681,16 @@ class GloveVerifier:
                     else:
                         counts.pop(o, None)
         return counts
+
+    def noise_rate(self, action: str) -> float:
+        """The observation-noise rate the bayes detector currently assumes for ``action``."""
+        with self._lock:
+            return self._noise.rate(action)
+
+    def _run_outcomes(self, streak: Sequence[int], current: str) -> list[str]:
+        """Outcomes of the surprise run: the stored streak entries, then the current one."""
+        by_id = {e.id: e.transition.outcome for e in self.store.get_many(streak[:-1])}
+        return [by_id[i] for i in streak[:-1] if i in by_id] + [current]
 
     def distribution(
         self,
@@ -638,10 +728,18 @@ class GloveVerifier:
             counts = self._q_counts(t, streak)
             n = sum(counts.values())
             p_obs = counts.get(t.outcome, 0) / n if n else None
-            surprise = p_obs is not None and n >= cfg.min_history and p_obs < cfg.epsilon
+            bayes = cfg.detector == "bayes"
+            if bayes:
+                surprise = n >= cfg.min_history and t.outcome not in history_mode(counts)
+            else:
+                surprise = p_obs is not None and n >= cfg.min_history and p_obs < cfg.epsilon
             entry_id = self.store.record(t)
             stamp = t.stamp if t.stamp > 0 else self.store.now()
             self._count("observations")
+            if bayes and n and not surprise:
+                self._noise.add(t.action, False)
+                if streak:  # the run ended without an alarm: it was observation noise
+                    self._noise.add(t.action, True, len(streak))
             decision = Realignment.NONE
             replaced: list[int] = []
             new_ids: list[int] = []
@@ -650,6 +748,7 @@ class GloveVerifier:
             alert = None
             recheck = None
             evidence = 0
+            lbf = None
 
             pending = self.store.pending_for(*key)
             if pending is not None:
@@ -663,9 +762,18 @@ class GloveVerifier:
             if surprise:
                 self._count("surprises")
                 streak.append(entry_id)
-                if len(streak) >= cfg.p_th:
+                if bayes:
+                    eta = self._noise.rate(t.action)
+                    if self._is_loss(t, counts):  # a sensor can always miss an object
+                        eta = max(eta, cfg.noise_prior_rate)
+                    lbf = log_bayes_factor(counts, self._run_outcomes(streak, t.outcome), eta)
+                    fire = lbf >= math.log(1.0 / cfg.alarm_delta)
+                else:
+                    eta = None
+                    fire = len(streak) >= cfg.p_th
+                if fire:  # the run was drift: it never enters the noise tally
                     alert, reqs, supp = self._dissonance(t, entry_id, counts, n, p_obs, streak,
-                                                         stamp)
+                                                         stamp, lbf, eta)
                     suppressed += supp
                     requests += reqs
                     decision = Realignment.PROBE if reqs else Realignment.SUPPRESS
@@ -675,10 +783,24 @@ class GloveVerifier:
                         recheck = self._recheck(None, stuck=False, stamp=stamp)
                         suppressed += recheck.suppressed_ids
                         requests += recheck.probe_requests
+                elif bayes and len(streak) > n:
+                    # no alarm, but the run now outnumbers the history it contradicts: the
+                    # new outcome is what memory mostly says; nothing stale is left to doubt
+                    self._save_streak(key, None)
                 else:
                     self._save_streak(key, streak)
             elif streak:
                 self._save_streak(key, None)
+
+            object_alerts: list[DissonanceAlert] = []
+            if cfg.unique_objects and t.action == cfg.object_action:
+                object_alerts = self._object_evidence(t, entry_id, stamp)
+                for a in object_alerts:
+                    suppressed += a.suppressed_ids
+                if object_alerts and decision in (Realignment.NONE, Realignment.EVIDENCE):
+                    decision = Realignment.SUPPRESS
+            if bayes and n:
+                self.store.set_state(_NOISE, self._noise.to_json())
 
             return VerifyResult(
                 entry_id=entry_id,
@@ -694,7 +816,84 @@ class GloveVerifier:
                 new_ids=tuple(new_ids),
                 pending_evidence=evidence,
                 recheck=recheck,
+                object_alerts=tuple(object_alerts),
+                log_bayes_factor=lbf,
             )
+
+    def _is_loss(self, t: Transition, counts: Mapping[str, int]) -> bool:
+        """An ``object_action`` outcome that only lacks objects the history's mode shows."""
+        if t.action != self.config.object_action:
+            return False
+        now = _objects(t.outcome)
+        return any(now < _objects(o) for o in history_mode(counts))
+
+    def _object_evidence(
+        self, t: Transition, entry_id: int, stamp: float
+    ) -> list[DissonanceAlert]:
+        """A unique object seen at a new state refutes every other state's memory of it.
+
+        ``t`` is an ``object_action`` observation (``key=a,b``). For each unique object in
+        it that this state's trusted history never showed, the trusted memories of other
+        states whose most frequent outcome contains the object are suppressed at once and
+        queued for re-verification by natural visits (the object cannot be in two places).
+        """
+        cfg = self.config
+        unique = set(cfg.unique_objects)
+        seen = _objects(t.outcome) & unique
+        if not seen:
+            return []
+        here = self.store.outcome_counts(t, self.rule)  # includes t itself: take it out
+        if here.get(t.outcome, 0) <= 1:
+            here.pop(t.outcome, None)
+        else:
+            here[t.outcome] -= 1
+        known_here: set[str] = set()
+        for o in here:
+            known_here |= _objects(o)
+        new_here = seen - known_here
+        if not new_here:
+            return []
+        alerts: list[DissonanceAlert] = []
+        for g in self.store.outcome_groups():
+            if g.action != cfg.object_action or g.state_key == t.state_key:
+                continue
+            modes = history_mode(g.counts)
+            moved = sorted(x for x in new_here if any(x in _objects(o) for o in modes))
+            if not moved:
+                continue
+            entries, _ = self.store.query(g.state_key, g.action, g.action_arg, limit=None)
+            if not entries:
+                continue
+            reason = (
+                f"object-level evidence: {', '.join(moved)} (unique) seen at {t.state_key!r} "
+                f"(entry {entry_id}), so memory of it at {g.state_key!r} is stale"
+            )
+            ids = self.store.suppress([e.id for e in entries], reason, stamp)
+            self._count("suppressions", len(ids))
+            self.store.add_pending(*g.pair, ids, stamp, reason)
+            self._count("alerts")
+            self._count("object_alerts")
+            n = g.size
+            alerts.append(DissonanceAlert(
+                state_key=g.state_key,
+                action=g.action,
+                action_arg=g.action_arg,
+                observed_outcome=t.outcome,
+                expected=tuple((o, c / n) for o, c in sorted(
+                    g.counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+                observed_probability=0.0,
+                history_size=n,
+                hoeffding_bound=hoeffding_bound(n, cfg.delta),
+                consecutive_surprises=0,
+                mode="async",
+                suppressed_ids=tuple(ids),
+                probes_requested=0,
+                entry_id=entry_id,
+                stamp=stamp,
+                reason=reason,
+                kind="object",
+            ))
+        return alerts
 
     def _dissonance(
         self,
@@ -702,23 +901,45 @@ class GloveVerifier:
         entry_id: int,
         counts: Mapping[str, int],
         n: int,
-        p_obs: float,
+        p_obs: float | None,
         streak: Sequence[int],
         stamp: float,
+        lbf: float | None = None,
+        eta: float | None = None,
     ) -> tuple[DissonanceAlert, list[ProbeRequest], list[int]]:
         cfg = self.config
         in_streak = set(streak)
         stale = sorted(
             e.id for e in self.store.neighbourhood(t, self.rule) if e.id not in in_streak
         )
-        reason = (
-            f"dissonance: {len(streak)} consecutive surprises at "
-            f"{_pair_name(*t.key)}: observed {t.outcome!r} with Q_hist={p_obs:.2f} < "
-            f"epsilon={cfg.epsilon:g} over n={n} trusted neighbours"
-        )
+        p_obs = p_obs or 0.0
+        if lbf is None:
+            reason = (
+                f"dissonance: {len(streak)} consecutive surprises at "
+                f"{_pair_name(*t.key)}: observed {t.outcome!r} with Q_hist={p_obs:.2f} < "
+                f"epsilon={cfg.epsilon:g} over n={n} trusted neighbours"
+            )
+        else:
+            reason = (
+                f"dissonance: {len(streak)} consecutive contradiction(s) at "
+                f"{_pair_name(*t.key)}: observed {t.outcome!r} with Q_hist={p_obs:.2f} over "
+                f"n={n} trusted neighbours; log Bayes factor {lbf:.2f} >= "
+                f"ln(1/{cfg.alarm_delta:g}) at noise rate {eta:.3f}"
+            )
         suppressed = self.store.suppress(stale, reason, stamp) if stale else []
         self._count("suppressions", len(suppressed))
         pkey = self.store.add_pending(*t.key, suppressed, stamp, reason)
+        mirror = self._mirror(t)
+        if mirror is not None:  # the other direction of the same corridor
+            back, _ = self.store.query(mirror.state_key, mirror.action, mirror.action_arg,
+                                       limit=None)
+            back_ids = [e.id for e in back if e.transition.outcome != t.outcome]
+            if back_ids:
+                why = reason + f" (same link, other direction {_pair_name(*mirror.key)})"
+                ids = self.store.suppress(back_ids, why, stamp)
+                self._count("suppressions", len(ids))
+                self.store.add_pending(*mirror.key, ids, stamp, why)
+                suppressed += ids
         self.store.set_state(
             _WORLD_MARK,
             {"id": min(streak), "stamp": stamp, "pair": list(t.key)},
@@ -753,6 +974,8 @@ class GloveVerifier:
             entry_id=entry_id,
             stamp=stamp,
             reason=reason + note,
+            log_bayes_factor=lbf,
+            noise_rate=eta,
         )
         return alert, requests, suppressed
 
@@ -861,12 +1084,18 @@ class GloveVerifier:
     # ------------------------------------------------------------------ deadlock
 
     def _group_negative(self, g: OutcomeGroup) -> bool:
-        return all(self._is_negative(o, g.max_rewards.get(o, 0.0)) for o in g.counts)
+        """Mostly negative: more than half the group's trusted samples are failures (a slip
+        or a missed detection among them must not hide a stale negative memory)."""
+        neg = sum(c for o, c in g.counts.items()
+                  if self._is_negative(o, g.max_rewards.get(o, 0.0)))
+        return 2 * neg > g.size
 
     def _suspect_groups(
         self, state_keys: Iterable[str] | None, stuck: bool
     ) -> list[OutcomeGroup]:
         cfg = self.config
+        if not cfg.stale_negative_recheck:
+            return []
         mark = self.store.get_state(_WORLD_MARK)
         threshold = int(mark["id"]) if mark else 0
         if stuck:

@@ -1,0 +1,178 @@
+"""The calibrated drift test behind GLOVE's default detector (no ``p_th`` to tune).
+
+The paper's rule fires after ``p_th`` consecutive surprises. The right ``p_th`` depends on
+how noisy the robot's observations are (one contradiction is proof in a deterministic world,
+nothing in a world with 10% missed detections) and on how much history the contradicted
+memory rests on (one earlier look is weak evidence). This module decides from both, as a
+Bayes-factor sequential test with an online noise estimate.
+
+Model of one (state, action) pair. Without drift (H0) the pair has one true outcome mode t;
+each observation equals t with probability 1 - eta and is a noise outcome otherwise (a
+missed detection, a slip). With drift (H1) the history (the pair's trusted samples before the
+current run of surprises) came from a mode t0 and the run (the consecutive surprises, this
+observation included) from another mode t1 != t0. Modes range over the outcomes seen plus one
+"other"; priors are uniform. Both likelihoods are sums over modes; the test is
+
+    log BF = log P(history, run | H1) - log P(history, run | H0)  >=  ln(1 / alarm_delta).
+
+Noise ``eta`` is how often an action kind's repeated observations of unchanged pairs
+disagree (:class:`NoiseEstimate`): an observation that agrees with its history's mode is one
+agreeing comparison; a run of surprises enters the tally only when it ends without an alarm
+(an agreeing observation closes it: it was noise), as that many disagreements; a run that
+ends in an alarm was drift and never enters it. The estimate is shrunk toward the pooled
+rate of all actions, which is shrunk toward ``noise_prior_rate`` (weight
+``noise_prior_weight`` pseudo-comparisons), so a fresh robot starts cautious and learns how
+reliable each sensor is.
+The verifier never takes a *loss* (a look that only lacks objects its memory shows: a
+missed detection, a camera dropout) as more certain than ``noise_prior_rate``: a sensor can
+always miss, whereas a new or different object is positive evidence. A block that really
+left is confirmed by a second empty look, or at once by object-level evidence when it is
+seen at its new place.
+
+What this gives, for a history of n >> 1 consistent samples (``alarm_delta`` 0.02,
+threshold ln 50): one contradiction alarms when eta <= 1/101 (log BF ~ ln((1 - eta) /
+(2 eta))), i.e. a deterministic world after ~100 consistent comparisons; with eta = 0.1 (10%
+missed detections) it takes 3 consecutive contradictions; with eta = 0.05, 2. Against a single
+earlier sample the evidence is at most ln(1 / (4 eta)): one contradiction alarms only when
+eta <= 1/200, and never with 10% noise however long the run (one old look against many new
+ones is better explained by that old look having been the noise; the new samples then
+simply outnumber it in memory). These are :func:`min_history_for_alarm`'s statements, tested.
+Under H0, the Bayes factor is a non-negative martingale with mean 1, so the probability that
+a test that starts at a surprise ever reaches 1 / alarm_delta is at most alarm_delta (Ville's
+inequality) when eta is right; the false-alarm rate per transition is measured on
+nuisance-only streams in the tests and the benchmark suite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "NoiseEstimate",
+    "history_mode",
+    "log_bayes_factor",
+    "min_history_for_alarm",
+    "run_length_for_alarm",
+]
+
+_OTHER = object()  # the "some outcome not seen yet" mode
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def history_mode(counts: Mapping[str, int]) -> set[str]:
+    """The most frequent outcomes of a history (several on a tie; empty for no history)."""
+    if not counts:
+        return set()
+    top = max(counts.values())
+    return {o for o, c in counts.items() if c == top}
+
+
+def log_bayes_factor(history: Mapping[str, int], run: Sequence[str], eta: float) -> float:
+    """log P(data | drift before ``run``) - log P(data | no drift); see the module docstring.
+
+    ``history``: outcome -> count of the pair's trusted samples before the run; ``run``: the
+    consecutive surprising outcomes (oldest first, the current one last); ``eta``: the noise
+    rate in (0, 0.5).
+    """
+    if not 0 < eta < 0.5:
+        raise ValueError(f"noise rate eta must be in (0, 0.5), got {eta!r}")
+    if not run:
+        return 0.0
+    hit, miss = math.log1p(-eta), math.log(eta)
+    n_hist = sum(history.values())
+    run_counts: dict[str, int] = {}
+    for o in run:
+        run_counts[o] = run_counts.get(o, 0) + 1
+    k = len(run)
+    modes: list[object] = sorted(set(history) | set(run_counts))
+    modes.append(_OTHER)
+    log_prior = -math.log(len(modes))
+
+    def loglik(counts: Mapping[str, int], size: int, t: object) -> float:
+        c = counts.get(t, 0) if isinstance(t, str) else 0
+        return c * hit + (size - c) * miss
+
+    hist_ll = {t: loglik(history, n_hist, t) for t in modes}
+    run_ll = {t: loglik(run_counts, k, t) for t in modes}
+    log_h0 = _logsumexp([log_prior + hist_ll[t] + run_ll[t] for t in modes])
+    alt = -math.log(len(modes) - 1)
+    terms = []
+    for t0 in modes:
+        changed = _logsumexp([alt + run_ll[t1] for t1 in modes if t1 is not t0])
+        terms.append(log_prior + hist_ll[t0] + changed)
+    return _logsumexp(terms) - log_h0
+
+
+def min_history_for_alarm(eta: float, alarm_delta: float, max_n: int = 10_000) -> int | None:
+    """Smallest consistent history n against which ONE contradiction alarms (None: never)."""
+    threshold = math.log(1.0 / alarm_delta)
+    for n in range(1, max_n + 1):
+        if log_bayes_factor({"old": n}, ["new"], eta) >= threshold:
+            return n
+    return None
+
+
+def run_length_for_alarm(eta: float, alarm_delta: float, history: int = 20,
+                         max_k: int = 50) -> int | None:
+    """Consecutive contradictions of a ``history``-sample memory needed for an alarm."""
+    threshold = math.log(1.0 / alarm_delta)
+    for k in range(1, max_k + 1):
+        if log_bayes_factor({"old": history}, ["new"] * k, eta) >= threshold:
+            return k
+    return None
+
+
+@dataclass
+class NoiseEstimate:
+    """Online observation-noise rate per action kind (see the module docstring).
+
+    ``counts[action] = [comparisons, disagreements]``; ``prior_rate`` / ``prior_weight`` the
+    prior. JSON round trip through :meth:`to_json` / :meth:`from_json`.
+    """
+
+    prior_rate: float = 0.1
+    prior_weight: float = 10.0
+    counts: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, action: str, disagree: bool, n: int = 1) -> None:
+        """Count ``n`` comparisons (negative ``n`` removes them again, floored at 0)."""
+        c = self.counts.setdefault(action, [0, 0])
+        c[0] = max(0, c[0] + n)
+        if disagree:
+            c[1] = max(0, min(c[0], c[1] + n))
+        c[1] = min(c[1], c[0])
+
+    def pooled(self) -> float:
+        """Rate over all actions, shrunk toward the prior."""
+        m = sum(c[0] for c in self.counts.values())
+        d = sum(c[1] for c in self.counts.values())
+        return (d + self.prior_rate * self.prior_weight) / (m + self.prior_weight)
+
+    def rate(self, action: str) -> float:
+        """The action kind's rate, shrunk toward the pooled rate; clipped to (1e-4, 0.45)."""
+        m, d = self.counts.get(action, (0, 0))
+        eta = (d + self.pooled() * self.prior_weight) / (m + self.prior_weight)
+        return min(0.45, max(1e-4, eta))
+
+    def to_json(self) -> dict[str, list[int]]:
+        """Plain dict for the store's state table."""
+        return {a: list(c) for a, c in self.counts.items()}
+
+    @classmethod
+    def from_json(cls, data: object, prior_rate: float, prior_weight: float) -> NoiseEstimate:
+        """Rebuild from :meth:`to_json` output; anything malformed starts from the prior."""
+        out = cls(prior_rate, prior_weight)
+        if isinstance(data, dict):
+            for a, c in data.items():
+                if (isinstance(a, str) and isinstance(c, list) and len(c) == 2
+                        and all(isinstance(x, int) and x >= 0 for x in c)):
+                    out.counts[a] = [c[0], min(c[0], c[1])]
+        return out
