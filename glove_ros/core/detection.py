@@ -46,7 +46,7 @@ nuisance-only streams in the tests and the benchmark suite.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -75,33 +75,50 @@ def history_mode(counts: Mapping[str, int]) -> set[str]:
     return {o for o, c in counts.items() if c == top}
 
 
-def log_bayes_factor(history: Mapping[str, int], run: Sequence[str], eta: float) -> float:
+def log_bayes_factor(
+    history: Mapping[str, int],
+    run: Sequence[str],
+    eta: float,
+    *,
+    loss_eta: float | None = None,
+    objects: Callable[[str], frozenset[str] | set[str]] | None = None,
+) -> float:
     """log P(data | drift before ``run``) - log P(data | no drift); see the module docstring.
 
     ``history``: outcome -> count of the pair's trusted samples before the run; ``run``: the
     consecutive surprising outcomes (oldest first, the current one last); ``eta``: the noise
-    rate in (0, 0.5).
+    rate in (0, 0.5). With ``loss_eta`` and ``objects`` (outcome -> the objects it shows),
+    an observation that only lacks objects of the true mode (a miss) has probability
+    ``loss_eta`` and any other mismatch ``eta``.
     """
-    if not 0 < eta < 0.5:
-        raise ValueError(f"noise rate eta must be in (0, 0.5), got {eta!r}")
+    for name, value in (("eta", eta), ("loss_eta", loss_eta)):
+        if value is not None and not 0 < value < 0.5:
+            raise ValueError(f"noise rate {name} must be in (0, 0.5), got {value!r}")
     if not run:
         return 0.0
-    hit, miss = math.log1p(-eta), math.log(eta)
-    n_hist = sum(history.values())
     run_counts: dict[str, int] = {}
     for o in run:
         run_counts[o] = run_counts.get(o, 0) + 1
-    k = len(run)
     modes: list[object] = sorted(set(history) | set(run_counts))
     modes.append(_OTHER)
     log_prior = -math.log(len(modes))
+    split = loss_eta is not None and objects is not None
+    hit = math.log1p(-(eta + (loss_eta or 0.0))) if split else math.log1p(-eta)
+    miss, loss = math.log(eta), math.log(loss_eta) if split else 0.0
+    obj = {o: frozenset(objects(o)) for o in modes if isinstance(o, str)} if split else {}
 
-    def loglik(counts: Mapping[str, int], size: int, t: object) -> float:
-        c = counts.get(t, 0) if isinstance(t, str) else 0
-        return c * hit + (size - c) * miss
+    def logp(o: str, t: object) -> float:
+        if o == t:
+            return hit
+        if split and isinstance(t, str) and obj[o] < obj[t]:
+            return loss
+        return miss
 
-    hist_ll = {t: loglik(history, n_hist, t) for t in modes}
-    run_ll = {t: loglik(run_counts, k, t) for t in modes}
+    def loglik(counts: Mapping[str, int], t: object) -> float:
+        return sum(c * logp(o, t) for o, c in counts.items())
+
+    hist_ll = {t: loglik(history, t) for t in modes}
+    run_ll = {t: loglik(run_counts, t) for t in modes}
     log_h0 = _logsumexp([log_prior + hist_ll[t] + run_ll[t] for t in modes])
     alt = -math.log(len(modes) - 1)
     terms = []

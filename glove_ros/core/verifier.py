@@ -180,6 +180,11 @@ class VerifierConfig:
     test (threshold ln(1 / alarm_delta) on the log Bayes factor).
     ``noise_prior_rate`` / ``noise_prior_weight``: prior of the observation-noise rate the
     bayes test estimates online per action kind (a rate, and its weight in pseudo-samples).
+    ``min_miss_rate``: the bayes test never takes a missed object (an ``object_action``
+    outcome that only lacks objects memory shows) as less likely than this.
+    With the bayes detector an async re-verification also needs as many fresh samples as
+    it takes for the action's noise to be ruled out (eta^k <= alarm_delta; 1 in a
+    deterministic world, 3 with 10% missed detections).
     ``unique_objects``: objects (e.g. colours of blocks) known to exist once in the world;
     an ``object_action`` outcome ``key=a,b`` that shows one at a new state is evidence
     against every other state's memory of it (suppressed at once).
@@ -205,7 +210,8 @@ class VerifierConfig:
     recheck_on_dissonance: bool = False
     stale_negative_after: int = 50
     detector: str = "bayes"
-    alarm_delta: float = 0.02
+    alarm_delta: float = 0.005
+    min_miss_rate: float = 0.02
     noise_prior_rate: float = 0.05
     noise_prior_weight: float = 5.0
     unique_objects: tuple[str, ...] = ()
@@ -279,6 +285,8 @@ class VerifierConfig:
             )
         if not is_num(self.alarm_delta) or not 0 < self.alarm_delta < 0.5:
             raise ValueError(f"alarm_delta must be in (0, 0.5), got {self.alarm_delta!r}")
+        if not is_num(self.min_miss_rate) or not 0 < self.min_miss_rate < 0.5:
+            raise ValueError(f"min_miss_rate must be in (0, 0.5), got {self.min_miss_rate!r}")
         if not is_num(self.noise_prior_rate) or not 0 < self.noise_prior_rate < 0.5:
             raise ValueError(
                 f"noise_prior_rate must be in (0, 0.5), got {self.noise_prior_rate!r}")
@@ -323,7 +331,8 @@ class VerifierConfig:
             elif isinstance(v, (list, tuple)):
                 values[name] = tuple(v)
         for name in ("epsilon", "delta", "radius", "probe_epsilon", "negative_reward_at_most",
-                     "alarm_delta", "noise_prior_rate", "noise_prior_weight"):
+                     "alarm_delta", "noise_prior_rate", "noise_prior_weight",
+                     "min_miss_rate"):
             v = values.get(name)
             if isinstance(v, int) and not isinstance(v, bool):
                 values[name] = float(v)
@@ -682,10 +691,21 @@ class GloveVerifier:
                         counts.pop(o, None)
         return counts
 
-    def noise_rate(self, action: str) -> float:
-        """The observation-noise rate the bayes detector currently assumes for ``action``."""
+    def _evidence_needed(self, action: str) -> int:
+        """Fresh samples that complete an async re-verification of ``action``."""
+        cfg = self.config
+        need = cfg.required_evidence
+        if cfg.detector == "bayes" and not cfg.evidence_threshold:
+            eta = max(self._noise.rate(k) for k in self._noise_kinds(action, {"x=y": 1}))
+            k = math.ceil(math.log(cfg.alarm_delta) / math.log(eta) - 1e-9)
+            need = max(need, min(5, k))
+        return need
+
+    def noise_rate(self, action: str, kind: str = "") -> float:
+        """The observation-noise rate the bayes detector assumes for ``action``; for the
+        ``object_action`` give ``kind`` ``"loss"`` (missed objects) or ``"other"``."""
         with self._lock:
-            return self._noise.rate(action)
+            return self._noise.rate(f"{action}:{kind}" if kind else action)
 
     def _run_outcomes(self, streak: Sequence[int], current: str) -> list[str]:
         """Outcomes of the surprise run: the stored streak entries, then the current one."""
@@ -737,9 +757,11 @@ class GloveVerifier:
             stamp = t.stamp if t.stamp > 0 else self.store.now()
             self._count("observations")
             if bayes and n and not surprise:
-                self._noise.add(t.action, False)
+                for k in self._noise_kinds(t.action, counts):
+                    self._noise.add(k, False)
                 if streak:  # the run ended without an alarm: it was observation noise
-                    self._noise.add(t.action, True, len(streak))
+                    for o in self._run_outcomes(streak + [entry_id], t.outcome)[:-1]:
+                        self._noise.add(self._noise_key(t.action, o, counts), True)
             decision = Realignment.NONE
             replaced: list[int] = []
             new_ids: list[int] = []
@@ -755,7 +777,7 @@ class GloveVerifier:
                 evidence = self.store.add_pending_evidence(pending.key, t.outcome, entry_id, stamp)
                 self._count("evidence")
                 decision = Realignment.EVIDENCE
-                if evidence >= cfg.required_evidence:
+                if evidence >= self._evidence_needed(t.action):
                     replaced, new_ids = self._resolve_pending(pending.key, stamp)
                     decision = Realignment.REPLACE
 
@@ -763,10 +785,18 @@ class GloveVerifier:
                 self._count("surprises")
                 streak.append(entry_id)
                 if bayes:
-                    eta = self._noise.rate(t.action)
-                    if self._is_loss(t, counts):  # a sensor can always miss an object
-                        eta = max(eta, cfg.noise_prior_rate)
-                    lbf = log_bayes_factor(counts, self._run_outcomes(streak, t.outcome), eta)
+                    run = self._run_outcomes(streak, t.outcome)
+                    if t.action == cfg.object_action:
+                        eta = self._noise.rate(f"{t.action}:other")
+                        # a sensor can always miss an object: never surer than min_miss_rate
+                        loss = max(self._noise.rate(f"{t.action}:loss"), cfg.min_miss_rate)
+                        lbf = log_bayes_factor(counts, run, eta, loss_eta=loss,
+                                               objects=_objects)
+                        if self._noise_key(t.action, t.outcome, counts).endswith(":loss"):
+                            eta = loss
+                    else:
+                        eta = self._noise.rate(t.action)
+                        lbf = log_bayes_factor(counts, run, eta)
                     fire = lbf >= math.log(1.0 / cfg.alarm_delta)
                 else:
                     eta = None
@@ -820,12 +850,25 @@ class GloveVerifier:
                 log_bayes_factor=lbf,
             )
 
-    def _is_loss(self, t: Transition, counts: Mapping[str, int]) -> bool:
-        """An ``object_action`` outcome that only lacks objects the history's mode shows."""
-        if t.action != self.config.object_action:
-            return False
-        now = _objects(t.outcome)
-        return any(now < _objects(o) for o in history_mode(counts))
+    def _noise_kinds(self, action: str, counts: Mapping[str, int]) -> tuple[str, ...]:
+        """The noise tallies an agreeing observation of ``action`` counts toward (a loss
+        tally only where the remembered outcome shows an object that could be missed)."""
+        if action == self.config.object_action:
+            if any(_objects(o) for o in history_mode(counts)):
+                return (f"{action}:loss", f"{action}:other")
+            return (f"{action}:other",)
+        return (action,)
+
+    def _noise_key(self, action: str, outcome: str, counts: Mapping[str, int]) -> str:
+        """Which noise tally a disagreement belongs to. For ``object_action`` a *loss* (the
+        outcome only lacks objects the history's mode shows: a missed detection, a dropout)
+        is counted apart from other disagreements (an object that was not there): detectors
+        miss far more often than they hallucinate."""
+        if action != self.config.object_action:
+            return action
+        now = _objects(outcome)
+        loss = any(now < _objects(o) for o in history_mode(counts))
+        return f"{action}:loss" if loss else f"{action}:other"
 
     def _object_evidence(
         self, t: Transition, entry_id: int, stamp: float
@@ -842,14 +885,13 @@ class GloveVerifier:
         seen = _objects(t.outcome) & unique
         if not seen:
             return []
-        here = self.store.outcome_counts(t, self.rule)  # includes t itself: take it out
-        if here.get(t.outcome, 0) <= 1:
-            here.pop(t.outcome, None)
-        else:
-            here[t.outcome] -= 1
+        # everything ever seen here (suppressed and replaced history too), but t itself
+        before, _ = self.store.query(t.state_key, t.action, t.action_arg,
+                                     include_suppressed=True, limit=500)
         known_here: set[str] = set()
-        for o in here:
-            known_here |= _objects(o)
+        for e in before:
+            if e.id != entry_id:
+                known_here |= _objects(e.transition.outcome)
         new_here = seen - known_here
         if not new_here:
             return []
