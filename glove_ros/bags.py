@@ -154,8 +154,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="where experience comes from: recorded transitions, looks rebuilt "
                    "from detections, or from camera frames (default: the first present)")
     p.add_argument("--set", dest="settings", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="verifier settings, e.g. p_th=2 epsilon=0.2 (memory node "
-                   "verifier.* parameters)")
+                   help="verifier settings, e.g. alarm_delta=0.01, or detector=p_th p_th=2 "
+                   "for the paper's rule (memory node verifier.* parameters)")
     p.add_argument("--through-nodes", action="store_true",
                    help="replay through memory (+ perception / observer) node processes")
     p.add_argument("--rate", type=float, default=10.0,
@@ -797,7 +797,10 @@ class _Proc:
 
 _NODE_VERIFIER_KEYS = ("mode", "epsilon", "p_th", "delta", "k_modes", "rule", "radius",
                        "never_probe", "max_probe_budget", "evidence_threshold",
-                       "negative_outcomes", "recheck_on_dissonance", "stale_negative_after")
+                       "negative_outcomes", "recheck_on_dissonance", "stale_negative_after",
+                       "detector", "alarm_delta", "min_miss_rate", "noise_prior_rate",
+                       "noise_prior_weight", "unique_objects", "object_action",
+                       "symmetric_actions", "stale_negative_recheck")
 
 
 def _memory_params(config: Any, db_path: Path) -> dict[str, Any]:

@@ -36,6 +36,8 @@ BENCHMARKS = {
     "perception": "frames per second of the perception backends on 640x480 frames",
     "janus": "plan-memory updates with and without the Janus gate",
     "consolidation": "writer-only vs writer + dock-time consolidation",
+    "suite": "generated drift suite: every memory rule on worlds nobody tuned for",
+    "gym": "bring your own gymnasium env (discrete actions) and drift schedule, from YAML",
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).

@@ -101,7 +101,9 @@ def test_swap_alerts_on_the_swapped_waypoints_only(capsys):
     assert rep["alert_count"] == 2 and rep["false_alarms"] == 0
     assert rep["touched_pairs"] == [["room_a", "look", ""], ["room_b", "look", ""]]
     assert rep["drift"]["from"].startswith("world_events: DRIFT")
-    assert rep["detection_delay"]["delay_visits"] == 3  # p_th = 3 consecutive surprises
+    # the calibrated detector: the source bag's looks never disagreed, so the first
+    # contradiction of each place is proof
+    assert rep["detection_delay"]["delay_visits"] == 1
     assert 0 < rep["detection_delay"]["delay_messages"] <= 30
     assert rep["suppressed"] == 6 and rep["replaced"] == 6 and rep["missed_pairs"] == []
 
@@ -123,8 +125,9 @@ def test_camera_input_and_sync_mode(capsys):
 
 
 def test_verifier_settings_change_the_delay(capsys):
-    _, rep = _report(capsys, "--source", SOURCE, "--drifted", DRIFTED, "--set", "p_th=2")
-    assert rep["detection_delay"]["delay_visits"] == 2
+    _, rep = _report(capsys, "--source", SOURCE, "--drifted", DRIFTED, "--set",
+                     "detector=p_th", "p_th=2")
+    assert rep["detection_delay"]["delay_visits"] == 2  # the paper's rule, p_th = 2
     code, _, err = _run(capsys, "drift-test", "--drifted", DRIFTED, "--set", "p_th=0")
     assert code == 2 and "p_th" in err
 

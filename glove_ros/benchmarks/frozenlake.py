@@ -482,27 +482,40 @@ class MemoryAgent:
         """Value iteration over the believed model (goal +1, hole -hole_penalty)."""
         n = self.n_states
         holes = self.hole_tiles(beliefs)
-        models = {(s, a): self.model(s, a, beliefs, holes) for s in range(n) for a in range(4)}
-        q = np.zeros((n, 4))
-        v = np.zeros(n)
         g = self.cfg.gamma
-        for _ in range(1000):
-            for (s, a), (dist, guessed) in models.items():
-                val = 0.0
+        reward = np.zeros(n * 4)  # immediate value of goal / hole outcomes
+        trust = np.ones(n * 4)
+        rows: list[int] = []
+        cols: list[int] = []
+        probs: list[float] = []
+        for s in range(n):
+            for a in range(4):
+                dist, guessed = self.model(s, a, beliefs, holes)
+                i = s * 4 + a
+                if guessed:
+                    trust[i] = self.cfg.unknown_trust
                 for (nxt, kind), p in dist.items():
                     if kind == GOAL:
-                        val += p
+                        reward[i] += p
                     elif kind == HOLE:
-                        val -= p * self.cfg.hole_penalty
+                        reward[i] -= p * self.cfg.hole_penalty
                     else:
-                        val += p * g * v[nxt]
-                q[s, a] = val * self.cfg.unknown_trust if guessed else val
-            new_v = q.max(axis=1)
+                        rows.append(i)
+                        cols.append(int(nxt))
+                        probs.append(p)
+        trans = np.zeros((n * 4, n))
+        np.add.at(trans, (np.array(rows, dtype=int), np.array(cols, dtype=int)),
+                  np.array(probs, dtype=float))
+        v = np.zeros(n)
+        q = reward * trust
+        for _ in range(1000):
+            q = (reward + g * (trans @ v)) * trust
+            new_v = q.reshape(n, 4).max(axis=1)
             if np.max(np.abs(new_v - v)) < 1e-10:
                 v = new_v
                 break
             v = new_v
-        return q
+        return q.reshape(n, 4)
 
     def stuck(self, state: int, beliefs: dict) -> bool:
         """True when no believed route (memory, or free-space guesses) reaches a goal."""
@@ -804,13 +817,13 @@ class Runner:
             if i == 1:
                 self.budget = Budget(self.sc.budget_total, self.sc.probe_cap)
             self._result = res = PhaseResult(name, n_eps)
-            self.rule.begin_phase(name, learning)
-            self._deadlock_setup(maps[i - 1] if i else None, desc)
-            alerts0 = self.rule.alerts
             env = make_env(desc, self.sc)
             probe_env = make_env(desc, self.sc)
             if hasattr(self.rule, "set_world"):  # the oracle knows the true current world
                 self.rule.set_world(true_model(env))
+            self.rule.begin_phase(name, learning)
+            self._deadlock_setup(maps[i - 1] if i else None, desc)
+            alerts0 = self.rule.alerts
             probe_env.reset(seed=self.sc.seed + 7919 * (i + 1))
             try:
                 for ep in range(n_eps):

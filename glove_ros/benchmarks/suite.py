@@ -1,0 +1,620 @@
+"""The generated drift suite: every memory rule on worlds nobody tuned for.
+
+``glove-ros bench suite`` generates worlds from seeds (families below), runs every method on
+the same agent with the same hooks, and reports per family and method: drift success (mean
+over worlds with a 95% bootstrap interval), steps per solved task (every drift step, probes and
+failed episodes included, divided by the tasks solved) relative to the oracle, detection
+delay (visits to a changed place after the change until the method's belief there matches
+the truth; median and p90, never-detected counted as infinite), false alarms per 1,000
+transitions (alerts or resets in phases where nothing changed: every source phase, and the
+whole of a nuisance-only world), probe steps and deadlocks.
+
+Families (``bench/scenarios/suite.yaml``):
+
+``frozenlake_det``    deterministic FrozenLake, 4x4 to 8x8, random holes; the drift closes
+                      the learnt route, then (2-3 phases) re-opens it while closing the
+                      detour, or closes it again
+``frozenlake_slip``   the same on slippery ice (success rate 0.9): every move may slide
+``waypoint``          random planar waypoint graphs with cycles (6-16 waypoints, coloured
+                      blocks), drift: swaps, moves, corridors closing and re-opening, with
+                      nuisance (missed detections 0-15%, jitter, dropouts, nudges, crates)
+``waypoint_nuisance`` the same worlds with nuisance only: every alert is a false alarm
+
+Seed discipline: the baselines' parameters (RecentK's K, SlidingWindow's W,
+RecencyWeighted's half-life, PageHinkley's threshold, PeriodicRefresh's period) are swept on
+the *tune* seeds, the best setting of each (by mean drift success, then fewer steps) is
+then run on the disjoint *report* seeds with every other method. GLOVE runs with the
+verifier's defaults on both; nothing of GLOVE is tuned here. The methods: GLOVE-async,
+GLOVE-sync, the ablations of the project's extensions (GLOVE-async-pth: the paper's p_th
+count instead of the calibrated detector; GLOVE-async-norecheck: without the stale-negative
+re-test; GLOVE-async-noobject: without object-level / corridor evidence, waypoint families),
+every baseline at its best setting, Static (lower bound) and Oracle (upper bound).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from glove_ros.benchmarks import write_results
+from glove_ros.core.memory_rules import BASELINE_PARAMS, make_rule
+
+__all__ = [
+    "FAMILIES",
+    "SuiteConfig",
+    "aggregate",
+    "format_table",
+    "generate_frozenlake",
+    "load_suite",
+    "main",
+    "run_frozenlake_world",
+    "run_suite",
+    "write_plot",
+]
+
+DEFAULT_SCENARIO = Path("bench/scenarios/suite.yaml")
+DEFAULT_OUT = Path("bench/results")
+FAMILIES = ("frozenlake_det", "frozenlake_slip", "waypoint", "waypoint_nuisance")
+GLOVE_METHODS = ("GLOVE-async", "GLOVE-sync")
+ABLATIONS = {
+    "frozenlake_det": ("GLOVE-async-pth", "GLOVE-async-norecheck"),
+    "frozenlake_slip": ("GLOVE-async-pth", "GLOVE-async-norecheck"),
+    "waypoint": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-noobject"),
+    "waypoint_nuisance": ("GLOVE-async-pth", "GLOVE-async-noobject"),
+}
+BOUNDS = ("Static", "Oracle")
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """The suite's scenario file (``bench/scenarios/suite.yaml``); see its comments."""
+
+    tune_seeds: tuple[int, int] = (0, 8)
+    report_seeds: tuple[int, int] = (1000, 1012)
+    families: tuple[str, ...] = FAMILIES
+    sweep: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    baselines: tuple[str, ...] = ("LatestOverwrite", "RecentK", "SlidingWindow",
+                                  "RecencyWeighted", "PageHinkleyReset", "PeriodicRefresh")
+    family: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def validate(self) -> SuiteConfig:
+        """Raise ValueError naming the bad key; return ``self``."""
+        for name in ("tune_seeds", "report_seeds"):
+            lo, hi = getattr(self, name)
+            if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo < hi):
+                raise ValueError(f"{name} must be [first, end) with 0 <= first < end")
+        a, b = self.tune_seeds, self.report_seeds
+        if a[0] < b[1] and b[0] < a[1]:
+            raise ValueError(f"tune_seeds {list(a)} and report_seeds {list(b)} must not overlap")
+        for f in self.families:
+            if f not in FAMILIES:
+                raise ValueError(f"unknown family {f!r}; choose from {', '.join(FAMILIES)}")
+        for name, values in self.sweep.items():
+            if name not in BASELINE_PARAMS:
+                raise ValueError(f"sweep: {name!r} has no parameter to sweep; choose from "
+                                 f"{', '.join(BASELINE_PARAMS)}")
+            if not values:
+                raise ValueError(f"sweep: {name} needs at least one value")
+        return self
+
+
+def load_suite(path: str | Path = DEFAULT_SCENARIO) -> SuiteConfig:
+    """Read and validate the suite's YAML."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the suite file must be a mapping")
+    known = {"tune_seeds", "report_seeds", "families", "sweep", "baselines", "family",
+             "description"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)}; "
+                         f"accepted: {', '.join(sorted(known))}")
+    kw: dict[str, Any] = {}
+    for k in ("tune_seeds", "report_seeds"):
+        if k in data:
+            kw[k] = tuple(int(x) for x in data[k])
+    if "families" in data:
+        kw["families"] = tuple(data["families"])
+    if "baselines" in data:
+        kw["baselines"] = tuple(data["baselines"])
+    if "sweep" in data:
+        kw["sweep"] = {k: tuple(v) for k, v in data["sweep"].items()}
+    if "family" in data:
+        kw["family"] = dict(data["family"])
+    return SuiteConfig(**kw).validate()
+
+
+# --------------------------------------------------------------------------- FrozenLake
+
+
+def _bfs_path(desc: Sequence[str], n: int) -> list[tuple[int, int]] | None:
+    """Shortest path S -> G over non-hole tiles (4-neighbour), or None."""
+    start, goal = (0, 0), (n - 1, n - 1)
+    prev: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        r, c = queue.popleft()
+        if (r, c) == goal:
+            path = []
+            cur: tuple[int, int] | None = goal
+            while cur is not None:
+                path.append(cur)
+                cur = prev[cur]
+            return path[::-1]
+        for dr, dc in ((1, 0), (0, 1), (-1, 0), (0, -1)):
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < n and 0 <= nc < n and (nr, nc) not in prev and desc[nr][nc] != "H":
+                prev[(nr, nc)] = (r, c)
+                queue.append((nr, nc))
+    return None
+
+
+def _set(desc: Sequence[str], tile: tuple[int, int], ch: str) -> list[str]:
+    rows = [list(r) for r in desc]
+    rows[tile[0]][tile[1]] = ch
+    return ["".join(r) for r in rows]
+
+
+def generate_frozenlake(seed: int, *, slippery: bool = False, sizes: Sequence[int] = (4, 8),
+                        episodes: int = 20, hole_density: float = 0.15) -> dict[str, Any]:
+    """A FrozenLake drift scenario (the dict :func:`frozenlake.parse_scenario` reads).
+
+    Deterministic per seed. S top-left, G bottom-right, random holes (the map stays
+    solvable). Drift I closes the learnt (shortest) route at a tile of it; drift II (2-3
+    phase kinds) re-opens that tile and closes the detour the agent had to take; a third
+    phase, when drawn, closes the re-opened route again. Every phase map is solvable.
+    """
+    rng = np.random.default_rng([seed, 15, int(slippery)])
+    for _attempt in range(200):
+        n = int(rng.integers(sizes[0], sizes[1] + 1))
+        desc = ["F" * n for _ in range(n)]
+        for r in range(n):
+            for c in range(n):
+                if (r, c) not in ((0, 0), (n - 1, n - 1)) and rng.random() < hole_density:
+                    desc = _set(desc, (r, c), "H")
+        desc = _set(_set(desc, (0, 0), "S"), (n - 1, n - 1), "G")
+        route = _bfs_path(desc, n)
+        if route is None or len(route) < 4:
+            continue
+        phases: list[dict[str, Any]] = []
+        kind = ["close", "close_reopen", "close_reopen_close"][int(rng.integers(3))]
+        inner = route[1:-1]
+        cut = inner[int(rng.integers(len(inner)))]
+        m1 = _set(desc, cut, "H")
+        detour = _bfs_path(m1, n)
+        if detour is None:
+            continue
+        phases.append({"name": "drift_I", "episodes": episodes,
+                       "set": [{"row": cut[0], "col": cut[1], "tile": "H"}]})
+        if kind != "close":
+            spots = [t for t in detour[1:-1] if t not in route]
+            if not spots:
+                continue
+            cut2 = spots[int(rng.integers(len(spots)))]
+            m2 = _set(_set(m1, cut, "F"), cut2, "H")
+            if _bfs_path(m2, n) is None:
+                continue
+            phases.append({"name": "drift_II", "episodes": episodes,
+                           "set": [{"row": cut[0], "col": cut[1], "tile": "F"},
+                                   {"row": cut2[0], "col": cut2[1], "tile": "H"}]})
+            if kind == "close_reopen_close":
+                m3 = _set(_set(m2, cut2, "F"), cut, "H")
+                if _bfs_path(m3, n) is None:
+                    continue
+                phases.append({"name": "drift_III", "episodes": episodes,
+                               "set": [{"row": cut2[0], "col": cut2[1], "tile": "F"},
+                                       {"row": cut[0], "col": cut[1], "tile": "H"}]})
+        steps = 4 * n * n if not slippery else 6 * n * n
+        data: dict[str, Any] = {
+            "name": f"gen{'slip' if slippery else 'det'}{seed}",
+            "description": f"generated {n}x{n}, {kind}, seed {seed}",
+            "map": desc,
+            "is_slippery": slippery,
+            "seed": int(seed),
+            "max_episode_steps": min(steps, 8 * n),
+            "source": {"episodes": episodes},
+            "drift": phases,
+            "budget": {"total": len(phases) * episodes * min(steps, 8 * n), "probe_cap": 30},
+            "agent": ({"gamma": 0.95, "unknown_trust": 0.9, "hole_penalty": 0.0,
+                       "prior_weight": 2.0} if slippery else
+                      {"gamma": 0.95, "unknown_trust": 0.9, "hole_penalty": 1.0}),
+        }
+        if slippery:
+            data["success_rate"] = 0.9
+        return data
+    raise RuntimeError(f"could not generate a FrozenLake world for seed {seed}")
+
+
+def _mode(dist: Mapping[Any, float] | None) -> Any:
+    if not dist:
+        return None
+    return max(dist.items(), key=lambda kv: (kv[1], repr(kv[0])))[0]
+
+
+class _Tracker:
+    """Wraps a rule's observe: detection delay per changed pair, false alarms."""
+
+    def __init__(self, rule: Any) -> None:
+        self.rule = rule
+        self.changed: dict[tuple[Any, Any], Any] = {}  # pair -> true mode now
+        self.visits: dict[tuple[Any, Any], int] = {}
+        self.delays: list[float] = []
+        self.quiet = True  # nothing changed in this phase
+        self.transitions_quiet = 0
+        self.alarms_quiet = 0
+        self._orig = rule.observe
+        rule.observe = self._observe
+
+    def begin(self, changed: Mapping[tuple[Any, Any], Any], quiet: bool) -> None:
+        self.finish()
+        self.changed = dict(changed)
+        self.visits = {}
+        self.quiet = quiet
+        # pairs whose belief is already right need no detection (delay 0)
+        for pair, truth in list(self.changed.items()):
+            if _mode(self.rule.distribution(*pair)) == truth:
+                self.delays.append(0.0)
+                del self.changed[pair]
+
+    def finish(self) -> None:
+        for pair in self.changed:
+            if self.visits.get(pair):
+                self.delays.append(math.inf)
+        self.changed = {}
+
+    def _alarm_count(self) -> int:
+        """Alerts (GLOVE, object-level included) and change-test resets (PageHinkley);
+        PeriodicRefresh's scheduled refreshes are not alarms."""
+        st = self.rule.stats()
+        return int(st.get("alerts", 0)) + int(st.get("resets", 0))
+
+    def _observe(self, state: Any, action: Any, outcome: Any, reward: float = 0.0,
+                 step: int = 0) -> None:
+        before = self._alarm_count()
+        self._orig(state, action, outcome, reward, step)
+        if self.quiet:
+            self.transitions_quiet += 1
+            self.alarms_quiet += self._alarm_count() - before
+        pair = (state, action)
+        if pair in self.changed:
+            self.visits[pair] = self.visits.get(pair, 0) + 1
+            if _mode(self.rule.distribution(*pair)) == self.changed[pair]:
+                self.delays.append(float(self.visits[pair]))
+                del self.changed[pair]
+
+
+def run_frozenlake_world(data: Mapping[str, Any], method: str,
+                         params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One generated FrozenLake world x one method: the suite's per-world record."""
+    from glove_ros.benchmarks import frozenlake as fl
+
+    sc = fl.parse_scenario(dict(data), default_name=str(data.get("name", "gen")))
+    rule = make_rule(method, sc.glove, is_negative=lambda o, r: o[1] == fl.HOLE,
+                     params=params)
+    tracker = _Tracker(rule)
+    runner = fl.Runner(sc, rule)
+    maps = sc.maps()
+    models = []
+    for desc in maps:
+        env = fl.make_env(desc, sc)
+        models.append(fl.true_model(env))
+        env.close()
+    orig_begin = rule.begin_phase
+    phase_index = {"source": 0, **{p.name: i + 1 for i, p in enumerate(sc.phases)}}
+
+    def begin_phase(phase: str, learning: bool) -> None:
+        orig_begin(phase, learning)
+        i = phase_index[phase]
+        if i == 0:
+            tracker.begin({}, quiet=True)
+            return
+        old, new = models[i - 1], models[i]
+        changed = {pair: _mode(new[pair]) for pair in new
+                   if _mode(new[pair]) != _mode(old.get(pair))}
+        tracker.begin(changed, quiet=False)
+
+    rule.begin_phase = begin_phase  # type: ignore[method-assign]
+    try:
+        phases = runner.run()
+        tracker.finish()
+        stats = rule.stats()
+    finally:
+        rule.close()
+    drift = phases[1:]
+    episodes = sum(p.episodes for p in drift)
+    return {
+        "world": sc.name,
+        "method": method,
+        "params": dict(params or {}),
+        "drift_success": sum(p.successes for p in drift) / episodes,
+        "drift_episodes": episodes,
+        "task_steps": sum(p.task_steps for p in drift),
+        "probe_steps": sum(p.probe_steps for p in drift),
+        # every drift step (task and probe, failed episodes too) per task solved
+        "steps_per_task": (sum(p.task_steps + p.probe_steps for p in drift)
+                           / max(1, sum(p.successes for p in drift))),
+        "delays": tracker.delays,
+        "quiet_transitions": tracker.transitions_quiet,
+        "false_alarms": tracker.alarms_quiet,
+        "deadlocks": sum(1 for p in drift if p.deadlock),
+        "alerts": int(stats.get("alerts", 0)),
+        "phase_success": {p.phase: p.successes / p.episodes for p in phases},
+    }
+
+
+# --------------------------------------------------------------------------- waypoints
+
+
+def _waypoint_runner(nuisance_only: bool, opts: Mapping[str, Any]) -> Callable[..., Any]:
+    from glove_ros.benchmarks import jetrover
+    from glove_ros.core import worldgen
+
+    kind = "nuisance" if nuisance_only else "drift"
+
+    def run(seed: int, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        world = worldgen.generate_world(seed, kind=kind)
+        rec = jetrover.run_world(world, method, dict(params or {}), seed,
+                                 int(opts.get("episodes", 0)), {})
+        rec.setdefault("world", world.name)
+        rec.setdefault("method", method)
+        rec.setdefault("params", dict(params or {}))
+        return rec
+
+    return run
+
+
+def _family_runner(family: str, opts: Mapping[str, Any]) -> Callable[..., dict[str, Any]]:
+    if family.startswith("frozenlake"):
+        slippery = family == "frozenlake_slip"
+        sizes = tuple(opts.get("sizes", (4, 6) if slippery else (4, 8)))
+        episodes = int(opts.get("episodes", 20))
+
+        def run(seed: int, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+            data = generate_frozenlake(seed, slippery=slippery, sizes=sizes,
+                                       episodes=episodes)
+            return run_frozenlake_world(data, method, params)
+
+        return run
+    return _waypoint_runner(family == "waypoint_nuisance", opts)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _bootstrap(values: Sequence[float], seed: int = 0, n: int = 2000) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=float)
+    if len(arr) < 2:
+        v = float(arr.mean()) if len(arr) else math.nan
+        return v, v
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, len(arr), size=(n, len(arr)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = float(np.percentile(np.asarray(values, dtype=float), q, method="lower"))
+    return v
+
+
+def aggregate(records: Sequence[Mapping[str, Any]],
+              oracle: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Per-method summary over worlds (see the module docstring)."""
+    succ = [float(r["drift_success"]) for r in records]
+    lo, hi = _bootstrap(succ)
+    delays = [d for r in records for d in r.get("delays", [])]
+    quiet = sum(int(r.get("quiet_transitions", 0)) for r in records)
+    fa = sum(int(r.get("false_alarms", 0)) for r in records)
+    steps = sum(float(r["steps_per_task"]) for r in records)
+    out: dict[str, Any] = {
+        "worlds": len(records),
+        "drift_success": float(np.mean(succ)) if succ else math.nan,
+        "ci95": [lo, hi],
+        "steps_per_task": steps / len(records) if records else math.nan,
+        "detection_median": _pct(delays, 50),
+        "detection_p90": _pct(delays, 90),
+        "detected": sum(1 for d in delays if math.isfinite(d)),
+        "changes_visited": len(delays),
+        "false_alarms_per_1000": 1000.0 * fa / quiet if quiet else 0.0,
+        "quiet_transitions": quiet,
+        "probe_steps": sum(int(r.get("probe_steps", 0)) for r in records),
+        "deadlocks": sum(int(r.get("deadlocks", 0)) for r in records),
+        "per_world": [float(r["drift_success"]) for r in records],
+    }
+    if oracle:
+        o_steps = sum(float(r["steps_per_task"]) for r in oracle) / len(oracle)
+        o_succ = float(np.mean([float(r["drift_success"]) for r in oracle]))
+        out["steps_vs_oracle"] = out["steps_per_task"] / o_steps if o_steps else None
+        out["success_vs_oracle"] = out["drift_success"] / o_succ if o_succ else None
+    return out
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else "inf"
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+# --------------------------------------------------------------------------- the suite
+
+
+def _progress(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
+              tune: int | None = None, report: int | None = None,
+              quiet: bool = False) -> dict[str, Any]:
+    """Sweep baselines on the tune seeds, run every method on the report seeds."""
+    fams = list(families or config.families)
+    t_lo, t_hi = config.tune_seeds
+    r_lo, r_hi = config.report_seeds
+    if tune is not None:
+        t_hi = min(t_hi, t_lo + tune)
+    if report is not None:
+        r_hi = min(r_hi, r_lo + report)
+    doc: dict[str, Any] = {
+        "benchmark": "suite",
+        "tune_seeds": [t_lo, t_hi],
+        "report_seeds": [r_lo, r_hi],
+        "sweep": {k: list(v) for k, v in config.sweep.items()},
+        "families": {},
+    }
+    t0 = time.perf_counter()
+    for fam in fams:
+        opts = config.family.get(fam, {})
+        try:
+            run = _family_runner(fam, opts)
+        except (ImportError, AttributeError) as exc:
+            _progress(f"[suite] {fam}: skipped ({exc})", quiet)
+            continue
+        # 1. sweep the baselines on the tune seeds
+        best: dict[str, dict[str, Any]] = {}
+        sweep_doc: dict[str, Any] = {}
+        for name in config.baselines:
+            param = BASELINE_PARAMS.get(name)
+            values = config.sweep.get(name, ()) if param else ()
+            settings = [{param: v} for v in values] if param and values else [{}]
+            scores = []
+            for setting in settings:
+                recs = [run(s, name, setting) for s in range(t_lo, t_hi)]
+                agg = aggregate(recs)
+                scores.append((agg["drift_success"], -agg["steps_per_task"], setting, agg))
+            scores.sort(key=lambda x: (x[0], x[1]), reverse=True)
+            best[name] = scores[0][2]
+            sweep_doc[name] = [{"params": s[2], "drift_success": s[0],
+                                "steps_per_task": -s[1]} for s in scores]
+            _progress(f"[suite] {fam}: tuned {name} -> {best[name]} "
+                      f"({time.perf_counter() - t0:.0f}s)", quiet)
+        # 2. every method on the report seeds
+        methods = [*GLOVE_METHODS, *ABLATIONS.get(fam, ()), *config.baselines, *BOUNDS]
+        records: dict[str, list[dict[str, Any]]] = {}
+        for m in methods:
+            params = best.get(m) or None
+            records[m] = [run(s, m, params) for s in range(r_lo, r_hi)]
+            _progress(f"[suite] {fam}: {m} on {r_hi - r_lo} report worlds "
+                      f"({time.perf_counter() - t0:.0f}s)", quiet)
+        oracle = records.get("Oracle")
+        doc["families"][fam] = {
+            "options": dict(opts),
+            "best_params": best,
+            "sweep_on_tune_seeds": sweep_doc,
+            "methods": {m: {**aggregate(recs, oracle), "params": best.get(m, {})}
+                        for m, recs in records.items()},
+        }
+    doc["wall_s"] = time.perf_counter() - t0
+    return _json_safe(doc)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _fmt(v: Any, spec: str = ".2f") -> str:
+    if v is None:
+        return "-"
+    if v == "inf":
+        return "inf"
+    return format(v, spec)
+
+
+def format_table(doc: Mapping[str, Any]) -> str:
+    """One table per family: every method, with the settings it ran with."""
+    lines = [f"Generated drift suite: baselines tuned on seeds {doc['tune_seeds']}, "
+             f"reported on seeds {doc['report_seeds']} (GLOVE: verifier defaults)"]
+    for fam, fd in doc["families"].items():
+        lines.append("")
+        lines.append(f"{fam} ({len(next(iter(fd['methods'].values()))['per_world'])} worlds)")
+        head = (f"{'method':<24} {'params':<16} {'success':>7} {'95% CI':>13} "
+                f"{'steps/oracle':>12} {'detect med/p90':>14} {'FA/1k':>6} "
+                f"{'probes':>6} {'deadlk':>6}")
+        lines += [head, "-" * len(head)]
+        for m, r in fd["methods"].items():
+            params = ",".join(f"{k}={v:g}" for k, v in (r.get("params") or {}).items())
+            ci = r["ci95"]
+            lines.append(
+                f"{m:<24} {params or '-':<16} {_fmt(r['drift_success']):>7} "
+                f"{'[' + _fmt(ci[0]) + ', ' + _fmt(ci[1]) + ']':>13} "
+                f"{_fmt(r.get('steps_vs_oracle')):>12} "
+                f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
+                f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
+                f"{r['deadlocks']:>6}")
+    return "\n".join(lines)
+
+
+def write_plot(doc: Mapping[str, Any], path: Path) -> None:
+    """One panel per family: drift success with its 95% interval, per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = list(doc["families"])
+    fig, axes = plt.subplots(1, max(1, len(fams)), figsize=(5.2 * max(1, len(fams)), 4.6),
+                             squeeze=False)
+    for ax, fam in zip(axes[0], fams, strict=False):
+        methods = doc["families"][fam]["methods"]
+        names = list(methods)
+        means = [methods[m]["drift_success"] or 0.0 for m in names]
+        lo = [max(0.0, means[i] - (methods[m]["ci95"][0] or 0.0)) for i, m in enumerate(names)]
+        hi = [max(0.0, (methods[m]["ci95"][1] or 0.0) - means[i]) for i, m in enumerate(names)]
+        colors = ["tab:green" if m.startswith("GLOVE") and "-" not in m[6:] else
+                  "tab:olive" if m.startswith("GLOVE") else
+                  "tab:gray" if m in BOUNDS else "tab:blue" for m in names]
+        ax.barh(range(len(names)), means, xerr=[lo, hi], color=colors, capsize=3)
+        ax.set_yticks(range(len(names)), names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1.05)
+        ax.set_xlabel("drift success (mean over report worlds, 95% CI)")
+        ax.set_title(fam)
+    fig.suptitle(f"Generated drift suite (report seeds {doc['report_seeds']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """CLI options of ``glove-ros bench suite``."""
+    parser.description = (
+        "Generated drift suite: every memory rule on generated FrozenLake and waypoint "
+        "worlds; baselines swept on the tune seeds, every method reported on the report "
+        "seeds (both fixed in the scenario file). Writes <out>/suite.json and suite.png.")
+    parser.add_argument("--scenario", default=str(DEFAULT_SCENARIO),
+                        help="suite YAML (default: %(default)s)")
+    parser.add_argument("--families", nargs="+", choices=FAMILIES,
+                        help="run only these families")
+    parser.add_argument("--tune", type=int, help="use only the first N tune seeds")
+    parser.add_argument("--report", type=int, help="use only the first N report seeds")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder")
+    parser.add_argument("--json", action="store_true", help="print the JSON document")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``glove-ros bench suite``."""
+    config = load_suite(args.scenario)
+    for name in ("tune", "report"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise ValueError(f"--{name} must be >= 1")
+    doc = run_suite(config, families=args.families, tune=args.tune, report=args.report,
+                    quiet=args.json)
+    doc["scenario_file"] = str(args.scenario)
+    return write_results(doc, args.out, "suite", write_plot, format_table, args.json)
