@@ -561,6 +561,8 @@ class GloveVerifier:
         with self._lock:
             custom = self._is_negative != self.config.is_negative
             self.config, self.rule = config, rule
+            self._noise.prior_rate = config.noise_prior_rate
+            self._noise.prior_weight = config.noise_prior_weight
             if not custom:
                 self._is_negative = config.is_negative
 

@@ -92,7 +92,23 @@ PARAMS = (
     Param("verifier.enabled", True, "run GLOVE verification on every recorded transition"),
     Param("verifier.mode", "async", "'async' (replay-relaxed, physical robot) or 'sync' (probe)"),
     Param("verifier.epsilon", 0.1, "surprise threshold on Q_hist(s'|s,a)"),
-    Param("verifier.p_th", 3, "consecutive surprises that make dissonance"),
+    Param("verifier.detector", "bayes", "'bayes': calibrated Bayes-factor test with online "
+          "noise rates (default, nothing to tune); 'p_th': the paper's consecutive-surprise count"),
+    Param("verifier.p_th", 3, "consecutive surprises that make dissonance (detector 'p_th' only)"),
+    Param("verifier.alarm_delta", 0.005, "bayes detector: alarm when the Bayes factor for drift "
+          "exceeds 1/alarm_delta"),
+    Param("verifier.min_miss_rate", 0.02, "bayes detector: a missed object is never taken as "
+          "less likely than this"),
+    Param("verifier.noise_prior_rate", 0.05, "bayes detector: prior observation-noise rate"),
+    Param("verifier.noise_prior_weight", 5.0, "bayes detector: the prior's weight in samples"),
+    Param("verifier.unique_objects", [""], "objects that exist once (e.g. block colours): seen "
+          "at a new place, their old place's memory is suppressed at once"),
+    Param("verifier.object_action", "look", "the action whose outcome lists objects "
+          "('colors=a,b')"),
+    Param("verifier.symmetric_actions", ["navigate_to"], "actions whose outcome is the same in "
+          "both directions of a link (evidence shared)"),
+    Param("verifier.stale_negative_recheck", True, "the deadlock rule: re-test stale negative "
+          "memories when the planner is stuck"),
     Param("verifier.delta", 0.05, "confidence parameter of the Hoeffding bound / probe budget"),
     Param("verifier.k_modes", 1, "outcome modes K per (s,a); 1 = deterministic (alpha = 1)"),
     Param("verifier.rule", "waypoint", "equivalence rule: 'state', 'waypoint' or 'pose'"),
@@ -117,6 +133,8 @@ def verifier_config(values: dict[str, Any]) -> VerifierConfig:
     raw.pop("phase", None)
     raw["never_probe"] = tuple(a for a in raw.get("never_probe", ()) if a)
     raw["negative_outcomes"] = tuple(a for a in raw.get("negative_outcomes", ()) if a)
+    for name in ("unique_objects", "symmetric_actions"):
+        raw[name] = tuple(a for a in raw.get(name, ()) if a)
     if int(raw.get("max_probe_budget", 0)) < 0:
         raw["max_probe_budget"] = None
     return VerifierConfig.from_dict(raw)
@@ -396,8 +414,7 @@ class MemoryNode(LifecycleNode):
         return None
 
     def _act_on(self, result: VerifyResult) -> None:
-        if result.alert is not None and self._alert_pub is not None:
-            a = result.alert
+        for a in result.alerts if self._alert_pub is not None else ():
             msg = DissonanceAlert(
                 state_key=a.state_key, action=a.action, action_arg=a.action_arg,
                 observed_outcome=a.observed_outcome,
@@ -412,9 +429,8 @@ class MemoryNode(LifecycleNode):
             msg.header.stamp = self.get_clock().now().to_msg()
             self._alert_pub.publish(msg)
             self.get_logger().warning(
-                f"DISSONANCE ({a.state_key}, {a.action} {a.action_arg}): observed "
-                f"'{a.observed_outcome}' with p={a.observed_probability:.2f} after "
-                f"{a.consecutive_surprises} surprises; {len(a.suppressed_ids)} suppressed"
+                f"DISSONANCE ({a.state_key}, {a.action} {a.action_arg}): {a.reason}; "
+                f"{len(a.suppressed_ids)} suppressed"
             )
         for req in result.probe_requests:
             self._publish_probe(req)
