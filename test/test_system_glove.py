@@ -41,7 +41,8 @@ def test_async_alert_suppress_then_replace_after_evidence(tmp_path):
     from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
     mem = NodeProcess("glove_ros.nodes.memory_node", tmp_path, {
-        "db_path": str(tmp_path / "m.db"), "verifier.mode": "async", "verifier.p_th": 2})
+        "db_path": str(tmp_path / "m.db"), "verifier.mode": "async",
+        "verifier.detector": "p_th", "verifier.p_th": 2})  # the paper's rule: exact counts
     try:
         with ros_client() as node:
             alerts = Collector(node, DissonanceAlert, "dissonance")
@@ -112,7 +113,8 @@ def test_sync_probe_replaces_and_never_probe_is_refused(tmp_path):
     from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
     mem = NodeProcess("glove_ros.nodes.memory_node", tmp_path, {
-        "db_path": str(tmp_path / "m.db"), "verifier.mode": "sync", "verifier.p_th": 2,
+        "db_path": str(tmp_path / "m.db"), "verifier.mode": "sync",
+        "verifier.detector": "p_th", "verifier.p_th": 2,
         "verifier.k_modes": 1})
     ver = NodeProcess("glove_ros.nodes.verifier_node", tmp_path, {
         "never_probe": ["push"], "probe_budget": 5})
