@@ -78,9 +78,10 @@ DEPLOYMENTS: dict[str, Deployment] = {
     ),
     "gazebo": Deployment(
         "gazebo", "gazebo.yaml",
-        (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, MARKERS),
+        (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, WAYPOINT_NAV,
+         MARKERS),
         "Gazebo (gz sim) world generated from a world file; ros_gz_bridge for camera, odom, "
-        "cmd_vel; navigate_to_waypoint served by your navigation stack",
+        "cmd_vel; you bring the robot model and Nav2 (with AMCL), waypoint_nav drives it",
     ),
     "jetrover": Deployment(
         "jetrover", "jetrover.yaml",

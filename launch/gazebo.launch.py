@@ -3,9 +3,13 @@
   glove-ros sdf worlds/jetrover_maze.yaml -o /tmp/jetrover_maze.sdf
   ros2 launch glove_ros gazebo.launch.py sdf:=/tmp/jetrover_maze.sdf
 
-Starts gz sim on the SDF, ros_gz_bridge for the camera, odometry and cmd_vel, and the
-glove_ros perception, memory, verifier and planner nodes (config/gazebo.yaml). Your robot
-model and navigation stack must serve `navigate_to_waypoint`.
+Starts gz sim on the SDF, ros_gz_bridge for the camera, odometry, cmd_vel and clock, and
+the glove_ros nodes of config/gazebo.yaml, waypoint_nav included. The SDF holds the world
+only (walls, coloured blocks, waypoint markers). You bring, started separately: a robot
+model spawned at the world's start waypoint (its pose is in a comment at the top of the
+SDF) whose plugins publish gz topics /camera/image_raw and /odom and take /cmd_vel (a
+differential drive and a camera), and Nav2 with a map of the world and AMCL, serving
+navigate_to_pose and amcl_pose. Arguments: sdf:=FILE plus launch/glove_common.py's.
 """
 
 import os
