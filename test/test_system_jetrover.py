@@ -114,6 +114,8 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
         assert outcomes[0].transitions and len(outcomes[0].transitions) == len(
             outcomes[0].transition_ids)
         assert all(i > 0 for o in outcomes for i in o.transition_ids)
+        # REP-105: poses on transitions are map poses (the simulator's pose topic), and say so
+        assert all(t.header.frame_id == "map" and t.has_pose for t in outcomes[0].transitions)
 
         bad = _run_task(client, "dance the tango", "bad")
         assert not bad.success and bad.reason == "invalid_task"

@@ -18,7 +18,11 @@ Interfaces (relative names):
   act  navigate_to_waypoint  glove_ros/NavigateToWaypoint (client)
   srv  query_memory, record_transition, reverify_negatives, dock (clients)
   sub  detections            glove_ros/DetectionArray
-  sub  odom                  nav_msgs/Odometry (pose stamped on transitions)
+  sub  pose | amcl_pose | odom  the robot's pose stamped on transitions, by ``pose_source``:
+                             ``pose`` geometry_msgs/PoseStamped (the simulator's map pose),
+                             ``amcl`` PoseWithCovarianceStamped on amcl_pose (a real robot),
+                             ``odom`` nav_msgs/Odometry; poses not in ``map_frame`` are
+                             dropped (REP-105: odometry drifts, the pose rule needs map)
   pub  current_waypoint      std_msgs/String ("" while driving; perception tags frames)
   pub  task_outcomes         glove_ros/TaskOutcome (one per finished task, for the updater)
   pub  /diagnostics          diagnostic_msgs/DiagnosticArray: planner kind, LLM loaded,
@@ -32,6 +36,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -97,7 +102,12 @@ PARAMS = (
     Param("look.timeout", 10.0, "wall seconds to wait for look frames"),
     Param("nav_timeout", 120.0, "wall seconds to wait for one navigation"),
     Param("reverify_on_stuck", True, "ask memory to re-verify stale negatives when stuck"),
+    Param("pose_source", "pose", "'pose' (PoseStamped on pose), 'amcl' "
+          "(PoseWithCovarianceStamped on amcl_pose) or 'odom' (Odometry on odom)", read_only=True),
+    Param("map_frame", "map", "frame the stamped poses must be in; others are dropped"),
 )
+POSE_SOURCES = {"pose": (PoseStamped, "pose"), "amcl": (PoseWithCovarianceStamped, "amcl_pose"),
+                "odom": (Odometry, "odom")}
 
 
 def validate(values: dict[str, Any]) -> None:
@@ -113,6 +123,11 @@ def validate(values: dict[str, Any]) -> None:
     for key in ("look.timeout", "nav_timeout", "llm.timeout_s"):
         if float(values[key]) <= 0:
             raise ValueError(f"{key} must be > 0 seconds")
+    if values["pose_source"] not in POSE_SOURCES:
+        raise ValueError(f"pose_source must be one of {', '.join(POSE_SOURCES)} "
+                         f"(got '{values['pose_source']}')")
+    if not str(values["map_frame"]).strip():
+        raise ValueError("map_frame is empty")
     LlmPlannerConfig(max_prompt_tokens=int(values["llm.max_prompt_tokens"]),
                      max_tokens=int(values["llm.max_tokens"]),
                      timeout_s=float(values["llm.timeout_s"])).validate()
@@ -146,7 +161,8 @@ class PlannerNode(LifecycleNode):
         self._robot = threading.Lock()  # one master drives the robot at a time
         self._frames_lock = threading.Condition()
         self._frames: list[DetectionArray] = []
-        self._pose: tuple[float, float, float] | None = None
+        self._pose: tuple[float, float, float] | None = None  # in map_frame
+        self._wrong_frames = 0
         self._agent: TaskAgent | None = None
         self._map: WorldMap | None = None
         self._servers: list[Any] = []
@@ -230,7 +246,8 @@ class PlannerNode(LifecycleNode):
         self._handles = [
             self.create_subscription(DetectionArray, "detections", self._on_detections, 10,
                                      callback_group=g),
-            self.create_subscription(Odometry, "odom", self._on_odom, 10, callback_group=g),
+            self.create_subscription(*POSE_SOURCES[str(values["pose_source"])], self._on_pose,
+                                     10, callback_group=g),
         ]
         self._agent = TaskAgent(
             self._map, planner, ServiceMemoryView(self), str(values["robot_id"]),
@@ -291,8 +308,19 @@ class PlannerNode(LifecycleNode):
         if self._wp_pub is not None:
             self._wp_pub.publish(String(data=waypoint))
 
-    def _on_odom(self, msg: Odometry) -> None:
-        self._pose = conv.pose2d_from_pose(msg.pose.pose)
+    def _on_pose(self, msg: Any) -> None:
+        """A pose in map_frame becomes the robot's pose; any other frame is dropped."""
+        frame = msg.header.frame_id
+        if frame != self.get_parameter("map_frame").value:
+            self._wrong_frames += 1
+            if self._wrong_frames in (1, 100) or self._wrong_frames % 1000 == 0:
+                self.get_logger().warning(
+                    f"pose in frame '{frame}', not map_frame "
+                    f"'{self.get_parameter('map_frame').value}': dropped "
+                    f"({self._wrong_frames} so far; pose_source amcl on a real robot)")
+            return
+        pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose
+        self._pose = conv.pose2d_from_pose(pose)
 
     def _on_detections(self, msg: DetectionArray) -> None:
         with self._frames_lock:
@@ -311,7 +339,7 @@ class PlannerNode(LifecycleNode):
         """Record through the memory service; returns (msg, id) pairs (id 0: not stored)."""
         out = []
         for t in transitions:
-            msg = conv.transition_to_msg(t)
+            msg = conv.transition_to_msg(t, str(self.get_parameter("map_frame").value))
             msg.header.stamp = self.get_clock().now().to_msg()
             resp = self.call(self.record_client, RecordTransition.Request(transition=msg), 10.0)
             if resp is None or not resp.accepted:
