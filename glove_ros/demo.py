@@ -204,15 +204,18 @@ def main(args: argparse.Namespace) -> int:
         cfg = bench.BenchConfig(episodes=episodes, seed=args.seed, task_start="stay")
         static = bench.run_mode(world, "static", cfg)
     summary = _summarise(rows, phases, counters, static)
+    detections = detection_moments(world, rows)
     doc = {"world": world.name, "episodes": episodes, "planner": args.planner,
            "mode": args.mode, "wall_s": round(wall, 1), "phases": summary,
+           "detections": detections,
            "episodes_detail": rows, "counters": counters,
            "memory_db": str(db)}
     (out / "demo.json").write_text(json.dumps(doc, indent=2))
     print()
     print(_table(summary))
+    print(_detections_text(detections))
     print(_extras(counters))
-    _plot(rows, static, world, out / "demo.png")
+    _plot(rows, static, world, out / "demo.png", detections)
     print(f"\nwall time {wall:.0f}s; wrote {out / 'demo.json'}, {out / 'demo.png'}, {db}")
     return 0
 
@@ -422,6 +425,32 @@ def _summarise(rows: list[dict[str, Any]], phases: list[dict[str, Any]],
     return out
 
 
+def detection_moments(world: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each episode-triggered drift event: the first episode at or after it with a
+    dissonance alert (before the next drift event), and how many episodes that took."""
+    events = sorted((e for e in world.drift_events() if e.episode is not None),
+                    key=lambda e: e.episode)
+    out = []
+    for i, e in enumerate(events):
+        nxt = next((f.episode for f in events[i + 1:] if f.episode > e.episode), None)
+        hit = next((r for r in rows if r["episode"] >= e.episode and r["alerts"] > 0
+                    and (nxt is None or r["episode"] < nxt)), None)
+        out.append({"event": e.describe(), "episode": e.episode,
+                    "detected_in_episode": hit["episode"] if hit else None,
+                    "episodes_after": hit["episode"] - e.episode if hit else None})
+    return out
+
+
+def _detections_text(detections: list[dict[str, Any]]) -> str:
+    lines = []
+    for d in detections:
+        when = (f"detected in episode {d['detected_in_episode']} "
+                f"({d['episodes_after']} episode(s) after the drift)"
+                if d["detected_in_episode"] is not None else "not detected (no dissonance)")
+        lines.append(f"drift {d['event']}: {when}")
+    return "\n".join(lines)
+
+
 def _extras(counters: dict[str, Any]) -> str:
     gate = counters.get("gate", {})
     cons = counters.get("consolidations", [])
@@ -455,7 +484,7 @@ def _table(summary: list[dict[str, Any]]) -> str:
 
 
 def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
-          path: Path) -> None:
+          path: Path, detections: list[dict[str, Any]] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -489,6 +518,12 @@ def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
                 a.axvline(e.episode, color="red", alpha=0.5)
                 a.text(e.episode + 0.3, a.get_ylim()[1] * 0.95, e.type, color="red", fontsize=8,
                        va="top")
+    for d in detections:
+        if d["detected_in_episode"] is not None:
+            for a in ax:
+                a.axvline(d["detected_in_episode"] + 0.5, color="green", ls=":", alpha=0.8)
+            ax[1].text(d["detected_in_episode"] + 0.8, ax[1].get_ylim()[1] * 0.8, "detected",
+                       color="green", fontsize=8, va="top")
     ax[0].set(title="success (rolling 5 episodes)", xlabel="episode", ylim=(-0.05, 1.05))
     ax[1].set(title="cumulative robot steps (navigations + looks)", xlabel="episode")
     ax[0].legend(loc="lower left", fontsize=8)

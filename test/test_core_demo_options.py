@@ -41,3 +41,15 @@ def test_demo_refuses_to_delete_a_deployment_database(tmp_path, monkeypatch):
     demo._fresh_database(own)
     assert not own.exists() and not os.path.exists(str(own) + "-wal")
     assert shared.exists()
+
+
+def test_detection_moment_is_the_first_alert_after_each_drift_event():
+    from glove_ros.core.world import load_world
+    from glove_ros.paths import resolve_world
+
+    world = load_world(resolve_world("corridor_blocked"))  # block at 5, re-open at 15
+    rows = [{"episode": i, "alerts": int(i in (2, 7, 8))} for i in range(25)]
+    found = demo.detection_moments(world, rows)
+    assert [(d["episode"], d["detected_in_episode"], d["episodes_after"]) for d in found] == [
+        (5, 7, 2), (15, None, None)]  # the alert at 2 precedes any drift: not a detection
+    assert "not detected" in demo._detections_text(found)
