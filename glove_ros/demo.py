@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from glove_ros import graph
+from glove_ros.core.memory_map import MemoryStatusMap, edge_status, place_status
 from glove_ros.paths import resolve_config, resolve_world
 
 
@@ -216,7 +217,9 @@ def main(args: argparse.Namespace) -> int:
     print(_detections_text(detections))
     print(_extras(counters))
     _plot(rows, static, world, out / "demo.png", detections)
-    print(f"\nwall time {wall:.0f}s; wrote {out / 'demo.json'}, {out / 'demo.png'}, {db}")
+    plot_memory_map(world, counters["map_snapshots"], out / "demo_map.png")
+    print(f"\nwall time {wall:.0f}s; wrote {out / 'demo.json'}, {out / 'demo.png'}, "
+          f"{out / 'demo_map.png'}, {db}")
     return 0
 
 
@@ -266,8 +269,20 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
               f"memory said {list(m.expected_outcomes)}; {len(m.suppressed_ids)} memories "
               "suppressed")
 
+    status_map = MemoryStatusMap()
+    snapshots: list[dict[str, Any]] = []
+    counters["map_snapshots"] = snapshots
+
+    def snap(label: str, episode: int) -> None:
+        with lock:
+            snapshots.append({"label": label, "episode": episode, "status": [
+                {"state": k[0], "action": k[1], "arg": k[2], "status": v}
+                for k, v in sorted(status_map.snapshot().items())]})
+
     def on_event(m: MemoryEvent) -> None:
         with lock:
+            status_map.apply(int(m.kind), m.state_key, m.action, m.action_arg,
+                             list(m.entry_ids), list(m.new_entry_ids))
             if m.kind == MemoryEvent.SUPPRESSED:
                 counters["suppressed"] += len(m.entry_ids)
                 per = counters["suppressed_by_episode"]
@@ -327,8 +342,12 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             time.sleep(0.1)
         docks = 0
         bar = _progress(len(tasks))
+        detected_in: set[str] = set()
         for ep, task in enumerate(tasks):
             procs.check()
+            phase = next(p["name"] for p in phases if p["start"] <= ep < p["end"])
+            if ep > 0 and any(p["start"] == ep for p in phases):
+                snap(f"end of {rows[-1]['phase']} (episode {ep - 1})", ep - 1)
             if battery["level"] < args.recharge_below:
                 docks += 1
                 _say(f"    battery at {battery['level']:.0%}: returning to the dock to charge")
@@ -347,7 +366,12 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             t_ep = time.monotonic()
             goal = RunTask.Goal(task=f"find the {task.color} block", task_id=task.id)
             res = _send(client, goal, args.task_timeout)
-            phase = next(p["name"] for p in phases if p["start"] <= ep < p["end"])
+            with lock:
+                alerted = any(a["episode"] == ep for a in counters["alerts"])
+            if alerted and phase not in detected_in:
+                detected_in.add(phase)
+                time.sleep(0.3)  # the suppressions and queueing that follow the alert
+                snap(f"{phase}: dissonance (episode {ep})", ep)
             with lock:
                 row = {"episode": ep, "phase": phase, "color": task.color,
                        "success": bool(res.success), "reason": res.reason,
@@ -362,6 +386,9 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
         bar.close()
         counters["dockings"] = docks
         time.sleep(1.0)  # last status / events
+        if rows:
+            snap(f"end of {rows[-1]['phase']} (episode {rows[-1]['episode']})",
+                 rows[-1]["episode"])
         with lock:
             for row in rows:
                 row["alerts"] = sum(a["episode"] == row["episode"] for a in counters["alerts"])
@@ -532,3 +559,50 @@ def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+_MAP_COLORS = {"trusted": "tab:green", "suppressed": "tab:red", "pending": "tab:orange",
+               None: "lightgrey"}
+
+
+def plot_memory_map(world: Any, snapshots: list[dict[str, Any]], path: Path) -> None:
+    """Top-down map per snapshot: waypoints coloured by the status of their look memories,
+    corridors by the status of their navigation memories (grey: nothing remembered)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    n = max(1, len(snapshots))
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.9), squeeze=False)
+    pos = {w.id: (w.x, w.y) for w in world.waypoints}
+    for ax, snap in zip(axes[0], snapshots or [{"label": "no memory events", "status": []}],
+                        strict=False):
+        table = {(e["state"], e["action"], e["arg"]): e["status"] for e in snap["status"]}
+        places = place_status(table)
+        edges = edge_status(table)
+        for e in world.edges:
+            (x1, y1), (x2, y2) = pos[e.a], pos[e.b]
+            status = edges.get(frozenset((e.a, e.b)))
+            ax.plot([x1, x2], [y1, y2], color=_MAP_COLORS[status], lw=4 if status else 2,
+                    zorder=1, solid_capstyle="round")
+        for wid, (x, y) in pos.items():
+            status = places.get(wid)
+            ax.scatter([x], [y], s=260, color=_MAP_COLORS[status], edgecolor="black", zorder=2)
+            ax.annotate(wid, (x, y), xytext=(0, -17), textcoords="offset points",
+                        ha="center", fontsize=7)
+        ax.set_title(snap["label"], fontsize=9)
+        ax.set_aspect("equal")
+        ax.margins(0.2)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    handles = [Line2D([], [], marker="o", ls="", color=c, markersize=9,
+                      label=k or "no memory") for k, c in _MAP_COLORS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8)
+    fig.suptitle(f"memory status on the map: {world.name} (places: look memories; "
+                 "corridors: navigation memories)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+

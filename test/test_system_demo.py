@@ -29,4 +29,10 @@ def test_demo_small_world_counts_every_alert(tmp_path):
     table_alerts = sum(p.get("alerts", 0) for p in doc["phases"])
     assert table_alerts == printed
     assert (out / "demo_memory.db").is_file() and (out / "demo.png").is_file()
+    snaps = doc["counters"]["map_snapshots"]
+    assert (out / "demo_map.png").is_file() and snaps
+    # at the detection the contradicted look memory is suppressed or queued, not trusted
+    at_alert = next(s for s in snaps if "dissonance" in s["label"])
+    assert {e["status"] for e in at_alert["status"] if e["state"] == "room_a"
+            and e["action"] == "look"} & {"suppressed", "pending"}
     assert "episodes" in r.stderr  # the progress bar
