@@ -246,14 +246,16 @@ class MemoryNode(LifecycleNode):
             self._store.transaction, self._apply, committed=self._after_commit,
             failed=self._after_failure, lock=self._write_lock, config=ingest_config(values))
         stats = self._store.stats()
-        self.get_logger().info(f"memory open: {path} {stats}")
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        # publishers live from configure to cleanup (as ros2/demos lifecycle_py does), so a
+        # deactivate / activate cycle never stacks a second publisher on a topic
         self._event_pub = self.create_publisher(MemoryEventMsg, "memory_events", 50)
         self._alert_pub = self.create_publisher(DissonanceAlert, "dissonance", 10)
         self._probe_pub = self.create_publisher(ProbeRequest, "probe_requests", 10)
         self._stats_pub = self.create_publisher(DiagnosticStatus, "memory_stats", 10)
+        self.get_logger().info(f"memory open: {path} {stats}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         assert self._store is not None
         self._store.add_listener(self._publish_event)
         depth = int(self.get_parameter("ingest.depth").value)
@@ -287,6 +289,10 @@ class MemoryNode(LifecycleNode):
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._close()
+        for pub in (self._event_pub, self._alert_pub, self._probe_pub, self._stats_pub):
+            if pub is not None:
+                self.destroy_publisher(pub)
+        self._event_pub = self._alert_pub = self._probe_pub = self._stats_pub = None
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:

@@ -241,8 +241,9 @@ class PlannerNode(LifecycleNode):
         self.dock_client = self.create_client(Trigger, "dock", callback_group=g)
         self.nav_client = ActionClient(self, NavigateToWaypoint, "navigate_to_waypoint",
                                        callback_group=g)
-        self._wp_pub = self.create_publisher(String, "current_waypoint", latched_qos())
-        self._outcome_pub = self.create_publisher(TaskOutcome, "task_outcomes", 10)
+        if self._wp_pub is None:  # publishers: created once, destroyed on cleanup
+            self._wp_pub = self.create_publisher(String, "current_waypoint", latched_qos())
+            self._outcome_pub = self.create_publisher(TaskOutcome, "task_outcomes", 10)
         self._handles = [
             self.create_subscription(DetectionArray, "detections", self._on_detections, 10,
                                      callback_group=g),
@@ -278,6 +279,13 @@ class PlannerNode(LifecycleNode):
             self._llm.close()
             self._llm = None
         return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        for pub in (self._wp_pub, self._outcome_pub):
+            if pub is not None:
+                self.destroy_publisher(pub)
+        self._wp_pub = self._outcome_pub = None
+        return TransitionCallbackReturn.SUCCESS
 
     def _diagnose(self) -> tuple[int, str, dict]:
         """/diagnostics: LLM load, decision latency, fallback rate."""
