@@ -13,6 +13,9 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Tests that load "the default model" (LlmConfig()) get the small bundled one; tests of the
+# shipped default (glove_ros.core.models.DEFAULT_MODEL) name it explicitly.
+os.environ.setdefault("GLOVE_LLM_MODEL", "smollm2-135m")
 
 
 def _ros_available() -> str | None:

