@@ -660,6 +660,16 @@ def build_planner_messages(ctx: PlanContext, options: Sequence[PlanOption],
 class LlmPlanner:
     """Planner that asks a local LLM (:class:`~glove_ros.core.llm.JsonLlm`) for the goal.
 
+    The prompt (:mod:`glove_ros.core.llm_planner`) is a static prefix (rules and worked
+    examples, reused from llama.cpp's KV cache) and the decision: the options, each with
+    what memory says about the target there as short facts with status and age, and the
+    plan-memory notes (:attr:`notes`, set by
+    :class:`~glove_ros.core.plan_planner.PlanAwarePlanner`). With ``history`` (a callable
+    waypoint -> look entries *including* suppressed and replaced ones, and ``now`` its clock)
+    the facts show stale memories as such, with the verifier's reason; without it they come
+    from the trusted beliefs of the context. Options beyond the prompt budget
+    (``max_prompt_tokens``) are dropped, worst-ranked first.
+
     The reply is constrained by ``choice_schema(options, key="waypoint")``. An error (invalid
     JSON, schema violation, token bound, llama.cpp error), a waypoint that is not an option
     or a reply slower than ``config.timeout_s`` falls back to :class:`GreedyPlanner`; the
@@ -672,7 +682,9 @@ class LlmPlanner:
     name = "llm"
 
     def __init__(self, llm: Any, config: LlmPlannerConfig | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 history: Callable[[str], Sequence[MemoryEntry]] | None = None,
+                 now: Callable[[], float] = time.time) -> None:
         self.llm = llm
         self.config = (config or LlmPlannerConfig()).validate()
         self.greedy = GreedyPlanner()
@@ -680,11 +692,18 @@ class LlmPlanner:
         self.calls = 0
         self.fallbacks: dict[str, int] = {}
         self.last_messages: list[dict[str, str]] = []
+        self.notes: list[Any] = []
+        self.history = history
+        self.now = now
 
     @property
     def fallback_count(self) -> int:
         """Total decisions that fell back to greedy."""
         return sum(self.fallbacks.values())
+
+    def set_notes(self, entries: Iterable[Any]) -> None:
+        """Plan-memory entries (``PlanEntry``-like) the prompt shows as notes."""
+        self.notes = list(entries)
 
     def _count(self, text: str) -> int:
         counter = getattr(self.llm, "count_tokens", None)
@@ -694,6 +713,39 @@ class LlmPlanner:
 
         return approx_tokens(text)
 
+    def messages(self, ctx: PlanContext, options: Sequence[PlanOption]
+                 ) -> list[dict[str, str]]:
+        """The chat messages of one decision (static prefix + this decision)."""
+        from glove_ros.core.llm_planner import (
+            VERIFIED,
+            Fact,
+            FactSource,
+            OptionView,
+            decision_messages,
+            notes_from_entries,
+        )
+
+        color = ctx.task.color
+        source = FactSource(self.history, self.now) if self.history is not None else None
+        views = []
+        for o in options:
+            if source is not None:
+                facts = source.facts(o.waypoint)
+            else:
+                lb = ctx.beliefs.looks.get(o.waypoint)
+                facts = tuple(Fact(tuple(sorted(colors_of(out))), VERIFIED, None, n)
+                              for out, n in sorted((lb.counts if lb else {}).items()))
+            views.append(OptionView(o.waypoint, o.distance, facts))
+        notes = notes_from_entries(self.notes, color)
+        extra = []
+        if ctx.checked:
+            extra.append("Already looked at: " + ", ".join(sorted(ctx.checked)) + ".")
+        msgs = decision_messages(color, ctx.current, views, notes, extra)
+        while len(views) > 1 and self._count(msgs[-1]["content"]) > self.config.max_prompt_tokens:
+            views.pop()
+            msgs = decision_messages(color, ctx.current, views, notes, extra)
+        return msgs
+
     def choose(self, ctx: PlanContext) -> PlanDecision:
         """Ask the LLM; fall back to the greedy choice on unusable output."""
         from glove_ros.core.llm import choice_schema
@@ -701,10 +753,10 @@ class LlmPlanner:
         options = ctx.options[: self.config.max_options]
         if len(options) <= 1:
             return self.greedy.choose(ctx)
-        messages = build_planner_messages(ctx, options, self.config.max_prompt_tokens,
-                                          self._count)
+        messages = self.messages(ctx, options)
         self.last_messages = messages
-        schema = choice_schema([o.waypoint for o in options], key="waypoint")
+        offered = [o for o in options if f"- {o.waypoint}," in messages[-1]["content"]]
+        schema = choice_schema([o.waypoint for o in offered or options], key="waypoint")
         self.calls += 1
         t0 = self.clock()
         try:

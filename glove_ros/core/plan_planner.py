@@ -15,6 +15,9 @@ benchmark share.
    options are promoted -- a waypoint where trusted experience saw other colours is not
    overridden by a text note. The options are re-ordered and handed to the base planner
    (greedy: takes the first; LLM: sees them in that order, its fallback takes the first).
+   An LLM base planner (anything with ``set_notes``) also gets the entries themselves: its
+   prompt shows them as notes next to the verified facts (:mod:`glove_ros.core.llm_planner`),
+   so free-text notes the keyword reading cannot parse still reach the decision.
    Entries written by :class:`~glove_ros.core.updater.RuleUpdater` are read from their
    ``meta`` (``colour`` / ``waypoints``, ``goal`` / ``searched``); free text (LLM notes) is
    read clause by clause: a clause naming exactly one colour and some waypoint ids of the
@@ -253,6 +256,8 @@ class PlanAwarePlanner:
             if not isinstance(e, PlanEntry):
                 raise ValueError(f"entries must be PlanEntry objects, got {type(e).__name__}")
         self.entries = items
+        if hasattr(self.base, "set_notes"):  # an LLM planner reads them in its prompt too
+            self.base.set_notes(items)
 
     def reorder(self, ctx: PlanContext) -> tuple[PlanContext, PlanPrior | None]:
         """``ctx`` with its options re-ordered by the prior (unchanged when a believed
