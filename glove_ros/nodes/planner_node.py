@@ -1,7 +1,13 @@
 """Planner node: the JetRover task agent with a local LLM, memory-driven.
 
-Takes tasks ("find the red block", or "return to the dock" to charge) through the
-``run_task`` action, decides each next
+Takes tasks in words through the ``run_task`` action: "find the red block", "go to the
+kitchen", "bring me to where you last saw the blue block", "is the corridor between hall
+and lab open?", "what changed since yesterday?", "return to the dock" (a fixed grammar;
+other phrasings are parsed by the local LLM when ``planner:=llm``,
+:func:`glove_ros.core.tasks.understand`). Questions and "last seen" goals are answered from
+memory with its history (:mod:`glove_ros.core.answers`): the result's ``answer`` cites the
+trusted entries (#id) and ``explain`` lists suppressed / replaced ones with the verifier's
+reason. For a search it decides each next
 waypoint with :class:`glove_ros.core.agent.TaskAgent` (GreedyPlanner or LlmPlanner over
 llama.cpp, JSON-schema constrained to valid waypoints; invalid or slow output falls back
 to greedy and is counted), drives with the ``navigate_to_waypoint`` action, looks by
@@ -54,13 +60,14 @@ from glove_ros.core.agent import (
     LlmPlannerConfig,
     Look,
     NavigateTo,
+    Task,
     TaskAgent,
     WorldMap,
 )
 from glove_ros.core.experience import MemoryEntry, Transition
 from glove_ros.core.health import OK, WARN, LatencyStat
 from glove_ros.core.observation import LookConfig, colors_of, judge_frames
-from glove_ros.core.tasks import is_dock_task, parse_task
+from glove_ros.core.tasks import TaskRequest, understand
 from glove_ros.core.world import load_world
 from glove_ros.msg import DetectionArray, TaskOutcome
 from glove_ros.nodes.common import (
@@ -85,8 +92,8 @@ PARAMS = (
           read_only=True),
     Param("planner", "greedy", "'greedy' or 'llm' (local GGUF through llama.cpp)",
           read_only=True),
-    Param("llm.model_path", "", "GGUF file; '' = bundled SmolLM2-135M-Instruct Q4_1",
-          read_only=True),
+    Param("llm.model_path", "", "model name (glove_ros.core.models) or GGUF path; '' = the "
+          "default model ($GLOVE_LLM_MODEL or qwen2.5-coder-1.5b)", read_only=True),
     Param("llm.n_ctx", 2048, "LLM context window, tokens", read_only=True),
     Param("llm.n_threads", 0, "llama.cpp CPU threads (0 = automatic)", read_only=True),
     Param("llm.n_gpu_layers", 0, "layers offloaded to the GPU (Jetson CUDA build); -1 = all",
@@ -144,6 +151,16 @@ class ServiceMemoryView:
                 ) -> list[MemoryEntry]:
         req = QueryMemory.Request(state_key=state_key or "", action=action or "",
                                   max_results=100000)
+        resp = self._node.call(self._node.query_client, req, 10.0)
+        if resp is None:
+            raise RuntimeError("query_memory did not answer")
+        return [conv.entry_from_msg(e) for e in resp.entries]
+
+    def history(self, state_key: str | None = None, action: str | None = None
+                ) -> list[MemoryEntry]:
+        """Entries with their history: trusted, suppressed and replaced."""
+        req = QueryMemory.Request(state_key=state_key or "", action=action or "",
+                                  include_suppressed=True, max_results=100000)
         resp = self._node.call(self._node.query_client, req, 10.0)
         if resp is None:
             raise RuntimeError("query_memory did not answer")
@@ -250,8 +267,14 @@ class PlannerNode(LifecycleNode):
             self.create_subscription(*POSE_SOURCES[str(values["pose_source"])], self._on_pose,
                                      10, callback_group=g),
         ]
+        view = ServiceMemoryView(self)
+        base = getattr(planner, "base", planner)
+        if isinstance(base, LlmPlanner):  # its prompt shows stale memories as such
+            base.history = lambda wp: view.history(wp, "look")
+            base.now = self._now
+        self._view = view
         self._agent = TaskAgent(
-            self._map, planner, ServiceMemoryView(self), str(values["robot_id"]),
+            self._map, planner, view, str(values["robot_id"]),
             config=AgentConfig(max_steps=int(values["max_steps"]),
                                reverify_on_stuck=bool(values["reverify_on_stuck"])),
             reverify=self._reverify if values["reverify_on_stuck"] else None,
@@ -310,6 +333,9 @@ class PlannerNode(LifecycleNode):
             self.get_logger().error(f"service {client.srv_name} not available")
             return None
         return wait_future(client.call_async(request), timeout)
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
 
     def _publish_waypoint(self, waypoint: str) -> None:
         self._at = waypoint or self._at
@@ -414,16 +440,18 @@ class PlannerNode(LifecycleNode):
         goal = handle.request
         result = RunTask.Result()
         agent = self._agent
-        assert agent is not None
-        if is_dock_task(goal.task):
-            return self._execute_dock(handle)
+        assert agent is not None and self._map is not None
         try:
-            task = parse_task(goal.task, goal.task_id, self._colors)
+            req, how = understand(goal.task, self._colors, self._map.waypoint_ids, self._llm)
         except ValueError as exc:
             self.get_logger().warning(str(exc))
-            result.success, result.reason = False, "invalid_task"
+            result.success, result.reason, result.answer = False, "invalid_task", str(exc)
             handle.abort()
             return result
+        if req.intent != "find":
+            return self._execute_request(handle, req, how)
+        task = Task(req.colour, id=goal.task_id).validate()
+        result.intent, result.understood_by = req.intent, req.source
         recorded: list[tuple[Any, int]] = []
         if self._plan_store is not None:
             try:  # the active (deployed) plan-memory version, as the gate left it
@@ -488,6 +516,76 @@ class PlannerNode(LifecycleNode):
         else:
             handle.abort()
         return result
+
+    def _execute_request(self, handle: Any, req: TaskRequest, how: str) -> Any:
+        """Everything but a search: dock, go to a place, answer from memory."""
+        from glove_ros.core import answers
+
+        if req.intent == "dock":
+            result = self._execute_dock(handle)
+        else:
+            result = RunTask.Result()
+            answer = None
+            try:
+                now = self._now()
+                if req.intent == "go_to_last_seen":
+                    answer = answers.last_seen(req.colour, self._view.history(action="look"),
+                                               now)
+                elif req.intent == "corridor_status":
+                    answer = answers.corridor_status(
+                        req.waypoint, req.waypoint2, self._view.history(action="navigate_to"),
+                        now)
+                elif req.intent == "changes":
+                    since = now - req.since_s if req.since_s > 0 else 0.0
+                    answer = answers.changes_since(since, self._view.history(), now)
+            except RuntimeError as exc:  # memory not answering
+                result.success, result.reason = False, "memory_unavailable"
+                result.answer = f"I cannot read my memory: {exc}"
+                handle.abort()
+                return self._tag(result, req)
+            target = req.waypoint if req.intent == "go_to" else (
+                answer.value if req.intent == "go_to_last_seen" else "")
+            if answer is not None:
+                result.answer = answer.text
+                result.cited_entries = list(answer.cited)
+                result.explain = list(answer.explain)
+            if req.intent in ("go_to", "go_to_last_seen") and not target:
+                result.success, result.reason = False, "no_memory"
+                handle.abort()
+            elif target:
+                outcome, final = self._go_to(target)
+                result.success = outcome == "reached"
+                result.reason = "reached" if result.success else f"navigation: {outcome}"
+                result.found_at = final
+                result.steps = 0 if self._at == target and outcome == "reached" else 1
+                result.answer = (result.answer + " " if result.answer else "") + (
+                    f"I am at {final}." if result.success
+                    else f"I could not get to {target} ({outcome}); I am at {final}.")
+                (handle.succeed if result.success else handle.abort)()
+            else:
+                result.success, result.reason = True, "answered"
+                handle.succeed()
+        self.get_logger().info(f"task '{req.text}' ({how}): {result.reason}; {result.answer}")
+        return self._tag(result, req)
+
+    @staticmethod
+    def _tag(result: Any, req: TaskRequest) -> Any:
+        result.intent, result.understood_by = req.intent, req.source
+        return result
+
+    def _go_to(self, target: str) -> tuple[str, str]:
+        """Drive to ``target`` around corridors trusted memory believes blocked."""
+        assert self._agent is not None
+        with self._robot:
+            if self._at == target:
+                return "reached", self._at
+            try:
+                avoid = sorted(self._agent.beliefs().blocked_edges)
+            except RuntimeError:
+                avoid = []
+            outcome, final = self._navigate(target, avoid)
+            self._agent.relocate(final or self._at, self._pose)
+            return outcome, final or self._at
 
     def _execute_dock(self, handle: Any) -> Any:
         """Drive to the map's dock and start charging (the ``dock`` service)."""
