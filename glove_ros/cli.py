@@ -38,6 +38,7 @@ BENCHMARKS = {
     "consolidation": "writer-only vs writer + dock-time consolidation",
     "suite": "generated drift suite: every memory rule on worlds nobody tuned for",
     "gym": "bring your own gymnasium env (discrete actions) and drift schedule, from YAML",
+    "llm": "decision quality of a GGUF model on the planner, parser, Janus and consolidator jobs",
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
