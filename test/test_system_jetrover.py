@@ -117,6 +117,17 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
         # REP-105: poses on transitions are map poses (the simulator's pose topic), and say so
         assert all(t.header.frame_id == "map" and t.has_pose for t in outcomes[0].transitions)
 
+        # requests in words, answered from memory with its history: the answer cites the
+        # trusted looks, the explain trail names the suppressed one and why
+        seen = _run_task(client, "bring me to where you last saw the red block", "q1")
+        assert seen.intent == "go_to_last_seen" and seen.understood_by == "rules"
+        assert seen.success and seen.found_at == "room_b", (seen.reason, seen.answer)
+        assert seen.cited_entries and all(f"#{i}" in seen.answer for i in seen.cited_entries)
+        assert any("room_a" in x and ("suppressed" in x or "replaced" in x)
+                   for x in seen.explain), seen.explain
+        changed = _run_task(client, "what changed since yesterday?", "q2")
+        assert changed.intent == "changes" and changed.success and changed.steps == 0
+        assert "room_a" in changed.answer and changed.explain, changed.answer
         bad = _run_task(client, "dance the tango", "bad")
         assert not bad.success and bad.reason == "invalid_task"
         ok = _run_task(client, "find the blue block", "after_bad")
