@@ -51,6 +51,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("deployment", choices=sorted(graph.DEPLOYMENTS))
     p.add_argument("--params-file", help="parameter file (default: config/<deployment>.yaml)")
     p.add_argument("--namespace", default="", help="robot namespace, e.g. /jetrover_1")
+    p.add_argument("--log-level", default="", choices=("", *graph.LOG_LEVELS),
+                   help="ROS log level of every node (default: the nodes' own)")
     p.add_argument("--max-restarts", type=_positive_int, default=5,
                    help="consecutive quick failures of one node before the graph is stopped "
                    "(default: 5)")
@@ -270,7 +272,9 @@ def launch(args: argparse.Namespace) -> int:
                                     "deployment": dep.name, "namespace": args.namespace,
                                     "params_file": params, "started": time.time()}))
     children = [
-        _Child(spec.name, graph.process_command(spec, params, namespace=args.namespace),
+        _Child(spec.name, graph.process_command(spec, params, namespace=args.namespace,
+                                                deployment_name=dep.name,
+                                                log_level=args.log_level),
                Backoff(max_restarts=args.max_restarts))
         for spec in dep.nodes
     ]
