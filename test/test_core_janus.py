@@ -238,6 +238,34 @@ def test_ablation_triggers_in_the_gate():
     assert g.comparisons == 0
 
 
+def test_evidence_trigger_compares_only_risky_candidates():
+    from glove_ros.core.janus import EvidenceTrigger
+
+    table = dict(TABLE)
+    risky = {"BAD"}
+    trig = make_trigger("evidence", JanusConfig(),
+                        risk=lambda c: "contradicts trusted looks" if c.text in risky else "")
+    assert isinstance(trig, EvidenceTrigger) and not trig.uses_warmup
+    g = JanusGate(JanusConfig(warmup=5), VecEmbedder(table), const_scorer({3: 1.0, 4: 0.0}),
+                  trigger=trig)
+    g.observe_task(GateTask("task:red", "task:red"))
+    d = g.propose(Cand(1, 0, "M1", "M0"))  # no evidence against it: accepted directly
+    assert d.verdict == Verdict.ACCEPTED_DIRECT and not d.triggered
+    assert "no evidence against the update" in d.reason
+    d = g.propose(Cand(4, 3, "BAD", "M3"))  # risky from the first update (no warm-up)
+    assert d.triggered and d.verdict == Verdict.REJECTED
+    assert "contradicts trusted looks" in d.reason and g.comparisons == 1
+    # a failing risk check compares rather than letting the update through unseen
+    boom = EvidenceTrigger(lambda c: 1 / 0)
+    assert boom.fires_on(Cand(1, 0, "M1", "M0"), 1, 1.0) and "risk check failed" in \
+        boom.last_reason
+    both = make_trigger("evidence+momentum", JanusConfig(tau=0.2), risk=lambda c: "")
+    assert both.fires_on(Cand(1, 0, "M1", "M0"), 1, 0.1)
+    assert not both.fires_on(Cand(1, 0, "M1", "M0"), 1, 0.5)
+    with pytest.raises(ValueError, match="needs a risk check"):
+        make_trigger("evidence")
+
+
 # ---------------------------------------------------------------------------- evaluation set
 
 

@@ -27,6 +27,7 @@ from glove_ros.core.janus import GateTask, JanusConfig, JanusGate, Verdict, make
 from glove_ros.core.llm import ScriptedLlm
 from glove_ros.core.plan_memory import Edit, PlanEntry, PlanMemoryStore
 from glove_ros.core.plan_planner import (
+    ExperienceRisk,
     ExperienceTruth,
     PlanAwarePlanner,
     PlanGatePipeline,
@@ -248,6 +249,41 @@ def test_gate_rejects_a_wrong_fact_and_keeps_a_right_one(plan, wm, exp):
     assert d.verdict == Verdict.REJECTED and plan.active_version == good.version
     assert plan.version_info(bad.version).status == "rejected"
     assert scorer.decisions_made >= 4 and d.score_old > d.score_new
+
+
+def test_experience_risk_flags_updates_that_what_the_robot_knows_contradicts(plan, wm, exp):
+    for _ in range(2):
+        exp.record(look("c", "red"))
+        exp.record(look("a", "blue"))
+    base = plan.apply([Edit.add("semantic", "block_red", "The red block was seen at c.",
+                                meta={"colour": "red", "waypoints": ["c"]})], source="rule")
+    assert base
+    risk = ExperienceRisk(plan, wm, StoreMemoryView(exp), events=exp)
+
+    def cand(*edits):
+        return plan.propose(list(edits), source="rule")
+
+    # agrees with trusted experience, or about a waypoint it knows nothing of: no risk
+    assert risk(cand(Edit.add("semantic", "block_blue", "The blue block was seen at a.",
+                              meta={"colour": "blue", "waypoints": ["a"]}))) == ""
+    assert risk(cand(Edit.add("semantic", "block_green", "The green block was seen at d.",
+                              meta={"colour": "green", "waypoints": ["d"]}))) == ""
+    # wrong place: trusted looks at a saw blue
+    why = risk(cand(Edit.change("block_red", "The red block was seen at a.",
+                                meta={"colour": "red", "waypoints": ["a"]})))
+    assert "places red at a" in why and "drops red at c" in why
+    # a forgotten fact trusted looks confirm
+    assert "drops red at c" in risk(cand(Edit.remove("block_red", "forgot")))
+    # an over-generalised negative lesson cancels the confirmed fact at c
+    assert "drops red at c" in risk(cand(Edit.add(
+        "negative", "never_red", "The red block is never at c or b.")))
+    # the verifier found looks at c dissonant: any update about c is risky
+    ids = [e.id for e in StoreMemoryView(exp).trusted(state_key="c", action="look")]
+    exp.suppress(ids, "drift")
+    exp.add_pending("c", "look", "", ids)
+    assert "c/look recently dissonant" in risk(cand(Edit.change(
+        "block_red", "The red block was seen at b.", meta={"colour": "red", "waypoints": ["b"]})))
+    assert ("c", "look") in risk.dissonant() and risk.checks == 6
 
 
 # ---------------------------------------------------------------------------- outcomes

@@ -33,8 +33,14 @@ immutable -- so the old memory's decisions cost nothing on the next comparison; 
 comparison still costs up to |E_t| planner calls for the candidate.
 
 Ablation triggers for the benchmark: :class:`AlwaysTrigger`, :class:`PeriodicTrigger`,
-:class:`RandomTrigger`, :class:`NeverTrigger` (plain updater) next to the default
-:class:`MomentumTrigger`.
+:class:`RandomTrigger`, :class:`NeverTrigger` (plain updater) next to the paper's
+:class:`MomentumTrigger`. :class:`EvidenceTrigger` (not in the paper) compares when the
+candidate is risky by what the robot already knows -- a ``risk(candidate) -> reason``
+callable, e.g. :class:`~glove_ros.core.plan_planner.ExperienceRisk`: the edit touches
+(state, action) pairs the GLOVE verifier recently found dissonant, or contradicts trusted
+experience -- optionally OR the momentum test (``evidence+momentum``). A trigger that needs
+the candidate provides ``fires_on(candidate, update_index, cosine)``; the gate calls it
+instead of ``fires``.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ __all__ = [
     "PeriodicTrigger",
     "RandomTrigger",
     "NeverTrigger",
+    "EvidenceTrigger",
     "make_trigger",
     "kmeans",
     "coverage_indices",
@@ -357,11 +364,60 @@ class RandomTrigger:
         return bool(self._rng.random() < self.p)
 
 
-def make_trigger(spec: str, config: JanusConfig | None = None) -> Trigger:
+class EvidenceTrigger:
+    """Compare when ``risk(candidate)`` names a reason (non-empty string) -- what the robot
+    knows says the update may be wrong -- or, with ``tau`` set, also when the update turns
+    away from the memory momentum (cos < tau). No warm-up: evidence is meaningful from the
+    first update. ``last_reason`` says why it last fired (or did not)."""
+
+    uses_warmup = False
+
+    def __init__(self, risk: Callable[[Any], str], tau: float | None = None) -> None:
+        if not callable(risk):
+            raise ValueError("evidence trigger needs a callable risk(candidate) -> reason")
+        if tau is not None and not _num(tau):
+            raise ValueError(f"evidence trigger tau must be a finite number (got {tau!r})")
+        self.risk = risk
+        self.tau = tau
+        self.name = "evidence" if tau is None else "evidence+momentum"
+        self.last_reason = ""
+        self.risk_fired = 0
+        self.momentum_fired = 0
+
+    def fires(self, update_index: int, cosine: float) -> bool:
+        """Without the candidate only the momentum part can judge."""
+        return self.tau is not None and (math.isnan(cosine) or cosine < self.tau)
+
+    def fires_on(self, candidate: Any, update_index: int, cosine: float) -> bool:
+        """True when the candidate is risky (or diverges from the momentum, with ``tau``).
+        A failing risk check fires (compare when unsure)."""
+        try:
+            why = str(self.risk(candidate) or "")
+        except Exception as exc:  # the check must never let an update through unseen
+            why = f"risk check failed ({type(exc).__name__}: {exc})"
+        if why:
+            self.risk_fired += 1
+            self.last_reason = why
+            return True
+        if self.fires(update_index, cosine):
+            self.momentum_fired += 1
+            self.last_reason = f"cos(z, m) = {cosine:.3f} < tau = {self.tau:.3f}"
+            return True
+        self.last_reason = "no evidence against the update"
+        return False
+
+
+def make_trigger(spec: str, config: JanusConfig | None = None,
+                 risk: Callable[[Any], str] | None = None) -> Trigger:
     """A trigger from a benchmark spec: ``"momentum"``, ``"always"``, ``"never"``,
-    ``"periodic:K"`` or ``"random:P"`` (seeded with ``config.seed``)."""
+    ``"periodic:K"``, ``"random:P"`` (seeded with ``config.seed``), ``"evidence"`` or
+    ``"evidence+momentum"`` (these two need ``risk``)."""
     cfg = config or JanusConfig()
     kind, _, arg = str(spec).partition(":")
+    if kind in ("evidence", "evidence+momentum") and not arg:
+        if risk is None:
+            raise ValueError(f"trigger {spec!r} needs a risk check (what the robot knows)")
+        return EvidenceTrigger(risk, cfg.tau if kind == "evidence+momentum" else None)
     try:
         if kind == "momentum" and not arg:
             return MomentumTrigger(cfg.tau)
@@ -376,7 +432,8 @@ def make_trigger(spec: str, config: JanusConfig | None = None) -> Trigger:
     except ValueError as exc:
         raise ValueError(f"bad trigger spec {spec!r}: {exc}") from exc
     raise ValueError(
-        f"unknown trigger {spec!r}: use momentum, always, never, periodic:K or random:P"
+        f"unknown trigger {spec!r}: use momentum, always, never, periodic:K, random:P, "
+        "evidence or evidence+momentum"
     )
 
 
@@ -724,11 +781,16 @@ class JanusGate:
             return decide(Verdict.ACCEPTED_DIRECT, False, nan,
                           f"warm-up update {self.momentum.steps + 1} of {cfg.warmup}: accepted")
         cos = self.momentum.cosine(z)
-        if not self.trigger.fires(t, cos):
+        fires_on = getattr(self.trigger, "fires_on", None)
+        fired = fires_on(candidate, t, cos) if fires_on is not None else \
+            self.trigger.fires(t, cos)
+        detail = getattr(self.trigger, "last_reason", "")
+        if not fired:
             why = (
                 f"cos(z, m) = {cos:.3f} >= tau = {cfg.tau:.3f}: consistent with momentum"
                 if self.trigger.name == "momentum"
                 else f"{self.trigger.name} trigger did not fire"
+                + (f" ({detail})" if detail else "")
             )
             return decide(Verdict.ACCEPTED_DIRECT, False, cos, why + "; accepted directly")
 
@@ -740,7 +802,7 @@ class JanusGate:
         self.comparisons += 1
         trig = (
             f"cos(z, m) = {cos:.3f} < tau = {cfg.tau:.3f}" if self.trigger.name == "momentum"
-            else f"{self.trigger.name} trigger fired"
+            else f"{self.trigger.name} trigger fired" + (f" ({detail})" if detail else "")
         )
         if not tasks:
             self._fresh.clear()

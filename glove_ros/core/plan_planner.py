@@ -56,7 +56,9 @@ ROS-free; the plan-gate node and ``glove-ros bench janus`` are thin drivers of t
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -94,6 +96,7 @@ __all__ = [
     "ExperienceTruth",
     "SimulatorTruth",
     "make_rehearsal_scorer",
+    "ExperienceRisk",
     "gate_task",
     "outcome_from_transitions",
     "GateStep",
@@ -142,21 +145,33 @@ class PlanPrior:
         return not any(self.score.values())
 
 
+@functools.lru_cache(maxsize=512)
+def _name_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    alt = "|".join(re.escape(n.lower()) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![a-z0-9_])(?:{alt})(?![a-z0-9_])")
+
+
 def _mentions(text: str, names: Iterable[str]) -> list[str]:
     """``names`` that occur in ``text`` as whole tokens (ids may contain ``_``)."""
-    out = []
-    for n in names:
-        if re.search(rf"(?<![a-z0-9_]){re.escape(n.lower())}(?![a-z0-9_])", text):
-            out.append(n)
-    return out
+    items = tuple(names)
+    if not items:
+        return []
+    found = {m.group(0) for m in _name_pattern(items).finditer(text)}
+    return [n for n in items if n.lower() in found]
 
 
 def _text_claims(entry: PlanEntry, colour: str, waypoints: Sequence[str]
                  ) -> list[tuple[str, float]]:
-    colours = sorted(set(BLOCK_COLORS) | {colour})
+    return list(_body_claims(entry.kind, entry.body, colour, tuple(waypoints)))
+
+
+@functools.lru_cache(maxsize=8192)
+def _body_claims(kind: str, body: str, colour: str, waypoints: tuple[str, ...]
+                 ) -> tuple[tuple[str, float], ...]:
+    colours = tuple(sorted(set(BLOCK_COLORS) | {colour}))
     claims: list[tuple[str, float]] = []
     current: list[str] = []
-    for clause in _CLAUSE_SPLIT.split(entry.body.lower()):
+    for clause in _CLAUSE_SPLIT.split(body.lower()):
         if not clause.strip():
             continue
         named = _mentions(clause, colours)
@@ -166,9 +181,9 @@ def _text_claims(entry: PlanEntry, colour: str, waypoints: Sequence[str]
         if not wps or current != [colour]:
             continue
         words = set(_WORD.findall(clause))
-        sign = -1.0 if entry.kind == "negative" or words & _NEGATIONS else 1.0
+        sign = -1.0 if kind == "negative" or words & _NEGATIONS else 1.0
         claims += [(w, sign) for w in wps]
-    return claims
+    return tuple(claims)
 
 
 def _claims(entry: PlanEntry, colour: str, waypoints: Sequence[str]
@@ -368,20 +383,9 @@ def truth(task: GateTask | Task | str, waypoint: str | None, memory: MemoryView,
         return None
     if not 0.0 < float(belief_threshold) <= 1.0:
         raise ValueError(f"belief_threshold must be in (0, 1], got {belief_threshold!r}")
-    colour = task_colour(task)
-    counts: dict[str, int] = {}
-    for e in memory.trusted(state_key=waypoint, action=ACTION_LOOK):
-        t = e.transition
-        if t.state_key != waypoint or t.action != ACTION_LOOK:
-            continue
-        try:
-            colors_of(t.outcome)
-        except ValueError:
-            continue
-        counts[t.outcome] = counts.get(t.outcome, 0) + 1
-    if not counts:
+    share = _look_share(memory, waypoint, task_colour(task))
+    if share is None:
         return None
-    share = LookBelief(waypoint, counts, 0).share(colour)
     return 1.0 if share >= float(belief_threshold) else 0.0
 
 
@@ -449,6 +453,120 @@ def make_rehearsal_scorer(
 
     return RehearsalScorer(PlanRehearsal(context, base_planner), truth_fn, memory_for,
                            cache_size=cache_size)
+
+
+# --------------------------------------------------------------------------------------------
+# what the robot knows about a proposed update (the evidence trigger's risk check)
+
+
+def _look_share(memory: MemoryView, waypoint: str, colour: str) -> float | None:
+    """Share of trusted looks at ``waypoint`` that saw ``colour`` (None: no trusted look)."""
+    counts: dict[str, int] = {}
+    for e in memory.trusted(state_key=waypoint, action=ACTION_LOOK):
+        t = e.transition
+        if t.state_key != waypoint or t.action != ACTION_LOOK:
+            continue
+        try:
+            colors_of(t.outcome)
+        except ValueError:
+            continue
+        counts[t.outcome] = counts.get(t.outcome, 0) + 1
+    return LookBelief(waypoint, counts, 0).share(colour) if counts else None
+
+
+class ExperienceRisk:
+    """Is a plan-memory candidate risky, by what the robot already knows? The risk check of
+    :class:`~glove_ros.core.janus.EvidenceTrigger`: ``risk(candidate) -> reason`` ("" when
+    nothing speaks against it).
+
+    The candidate's change is read as the difference of :func:`plan_prior` between its base
+    version and itself, per colour and waypoint. A change is risky when
+
+    * it touches a waypoint whose ``look`` the GLOVE verifier recently found dissonant (a
+      pending re-verification, or a SUPPRESSED / REPLACED / QUEUED event among the last
+      ``recent_events`` of experience memory): the world there just changed, so an update
+      about it is the kind a stale or premature reflection gets wrong;
+    * it places a colour at a waypoint where trusted looks mostly saw something else
+      (``belief_threshold``), or
+    * it removes or demotes a colour at a waypoint where trusted looks confirm it (a
+      forgotten fact, an over-generalised negative lesson).
+
+    Changes about waypoints experience memory knows nothing of are not flagged (no
+    evidence either way). Args: ``store`` the plan memory holding the candidate,
+    ``world_map`` (waypoints), ``memory`` a :class:`~glove_ros.core.agent.MemoryView` of
+    verified experience memory, ``events`` optionally the
+    :class:`~glove_ros.core.store.ExperienceStore` (for its events and pending queue).
+    """
+
+    def __init__(self, store: PlanMemoryStore, world_map: WorldMap, memory: MemoryView, *,
+                 events: Any = None, belief_threshold: float = 0.5,
+                 recent_events: int = 64) -> None:
+        if not hasattr(memory, "trusted"):
+            raise ValueError("memory must provide trusted(state_key, action)")
+        if not 0.0 < float(belief_threshold) <= 1.0:
+            raise ValueError(f"belief_threshold must be in (0, 1], got {belief_threshold!r}")
+        if isinstance(recent_events, bool) or not isinstance(recent_events, int) or \
+                recent_events < 0:
+            raise ValueError(f"recent_events must be an int >= 0, got {recent_events!r}")
+        self.store = store
+        self.world_map = world_map
+        self.memory = memory
+        self.events = events
+        self.belief_threshold = float(belief_threshold)
+        self._recent: deque[tuple[str, str]] = deque(maxlen=max(1, recent_events))
+        self._cursor = 0
+        self.checks = 0
+
+    def dissonant(self) -> set[tuple[str, str]]:
+        """(state_key, action) pairs the verifier recently found dissonant."""
+        if self.events is None:
+            return set()
+        from glove_ros.core.experience import EventKind
+
+        kinds = (EventKind.SUPPRESSED, EventKind.REPLACED, EventKind.QUEUED)
+        while True:
+            batch = self.events.events(since=self._cursor, limit=1000)
+            for ev in batch:
+                self._cursor = max(self._cursor, int(ev.event_id))
+                if ev.kind in kinds:
+                    self._recent.append((ev.state_key, ev.action))
+            if len(batch) < 1000:
+                break
+        pending = {(p.state_key, p.action) for p in self.events.pending()}
+        return set(self._recent) | pending
+
+    def __call__(self, candidate: Any) -> str:
+        """Why ``candidate`` is risky ("" if nothing speaks against it)."""
+        self.checks += 1
+        old = self.store.entries(int(candidate.base_version))
+        new = self.store.entries(int(candidate.version))
+        wps = self.world_map.waypoint_ids
+        colours = sorted(set(BLOCK_COLORS) | {
+            str((e.meta or {}).get("colour") or (e.meta or {}).get("goal") or "").lower()
+            for e in (*old, *new)} - {""})
+        hot = {w for w, a in self.dissonant() if a == ACTION_LOOK}
+        reasons: list[str] = []
+        for c in colours:
+            po, pn = plan_prior(old, c, wps), plan_prior(new, c, wps)
+            if dict(po.score) == dict(pn.score):
+                continue
+            for w in sorted(set(po.score) | set(pn.score)):
+                before, after = po.score.get(w, 0.0), pn.score.get(w, 0.0)
+                if before == after:
+                    continue
+                if w in hot:
+                    reasons.append(f"{c} at {w}: {w}/look recently dissonant")
+                    continue
+                share = _look_share(self.memory, w, c)
+                if share is None:
+                    continue
+                if after > before and after > 0 and share < self.belief_threshold:
+                    reasons.append(f"places {c} at {w}; trusted looks there saw other colours")
+                elif after < before and before > 0 and share >= self.belief_threshold:
+                    reasons.append(f"drops {c} at {w}; trusted looks there confirm it")
+                elif after < 0 <= before and share >= self.belief_threshold:
+                    reasons.append(f"says no {c} at {w}; trusted looks there saw it")
+        return "; ".join(dict.fromkeys(reasons))[:300]
 
 
 # --------------------------------------------------------------------------------------------

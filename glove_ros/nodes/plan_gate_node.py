@@ -55,6 +55,7 @@ from glove_ros.core.janus import GateDecision, JanusConfig, JanusGate, make_trig
 from glove_ros.core.llm import LlmConfig
 from glove_ros.core.plan_memory import PlanMemoryStore
 from glove_ros.core.plan_planner import (
+    ExperienceRisk,
     ExperienceTruth,
     PlanGatePipeline,
     RehearsalContext,
@@ -106,7 +107,9 @@ PARAMS = (
     Param("janus.seed", 0, "seed of k-means and of the random trigger"),
     Param("janus.accept_ties", True, "keep a candidate that scores equal to the old memory "
           "(the rehearsal sees only the first goal: routes and corridor lessons tie)"),
-    Param("trigger", "momentum", "momentum | always | never | periodic:K | random:P"),
+    Param("trigger", "momentum", "momentum | evidence | evidence+momentum | always | never | "
+          "periodic:K | random:P (evidence: compare when experience memory speaks against "
+          "the update; see docs/janus.md)"),
     Param("embedder", "onnx", "'onnx' (all-MiniLM-L6-v2 int8) or 'hashing' (tests only)"),
 )
 
@@ -154,7 +157,7 @@ def validate(values: dict[str, Any]) -> None:
     if not 0.0 < bt <= 1.0:
         raise ValueError(f"rehearsal.belief_threshold must be in (0, 1], got {bt}")
     cfg = janus_config(values)
-    make_trigger(str(values["trigger"]), cfg)
+    make_trigger(str(values["trigger"]), cfg, risk=lambda c: "")
     llm_config(values)
     updater_config(values)
 
@@ -242,8 +245,11 @@ class PlanGateNode(LifecycleNode):
                 self._plan, self._rehearsal,
                 ExperienceTruth(StoreMemoryView(self._exp),
                                 float(values["rehearsal.belief_threshold"])))
+            risk = ExperienceRisk(self._plan, self._rehearsal.world_map,
+                                  StoreMemoryView(self._exp), events=self._exp,
+                                  belief_threshold=float(values["rehearsal.belief_threshold"]))
             self._gate = JanusGate(cfg, self._embedder, scorer, store=self._plan,
-                                   trigger=make_trigger(str(values["trigger"]), cfg))
+                                   trigger=make_trigger(str(values["trigger"]), cfg, risk=risk))
             self._pipeline = PlanGatePipeline(self._plan, updater, self._gate)
         except Exception as exc:  # model missing, malformed saved gate state, ...
             self.get_logger().error(f"cannot activate plan gate: {exc}")
