@@ -28,12 +28,13 @@ from glove_ros.core.updater import EpisodeOutcome, Observation, RuleUpdater
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "bench" / "scenarios"
-SMALL = {"name": "t", "world": "small", "episodes": 8, "seeds": [0], "max_steps": 7,
-         "embedder": "hashing", "verifier": {"p_th": 2},
-         "updater": {"kind": "rule", "wrong_fact_rate": 0.4, "forget_rate": 0.2},
+SMALL = {"name": "t", "worlds": ["small", "corridor_blocked"], "episodes": 8, "seeds": [0],
+         "max_steps": 7, "embedder": "hashing", "verifier": {"p_th": 2}, "eval_every": 4,
+         "updater": {"kind": "rule", "wrong_place_rate": 0.3, "stale_place_rate": 0.2,
+                     "overgeneral_rate": 0.1, "forget_rate": 0.2},
          "janus": {"warmup": 1, "accept_ties": True},
-         "arms": ["never", "momentum", "always", "periodic:2", "random:0.5",
-                  {"trigger": "always", "scorer": "simulator"}]}
+         "arms": ["never", "clean", "momentum", "always", "evidence", "random:~evidence",
+                  "periodic:2", {"trigger": "always", "scorer": "simulator"}]}
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +44,18 @@ def small_doc():
 
 def test_shipped_scenarios_load():
     files = sorted(SCENARIOS.glob("janus_*.yaml"))
-    assert {f.stem for f in files} >= {"janus_maze", "janus_small"}
+    assert {f.stem for f in files} >= {"janus_worlds", "janus_small"}
     for f in files:
         sc = load_scenario(f)
-        world = sc.load_world()
-        assert sc.episodes > 0 and world.colors
+        assert sc.episodes > 0 and all(w.colors for w in sc.load_worlds())
         assert result_stem(sc) == f"janus_{sc.name}"
-    maze = load_scenario(SCENARIOS / "janus_maze.yaml")
-    assert {a.trigger for a in maze.arms} >= {"never", "momentum", "always"}
-    # the extra event (green moves at 40) is appended to the world's own swap at 20
-    assert [e.episode for e in maze.load_world().drift_events()] == [20, 40]
+    main = load_scenario(SCENARIOS / "janus_worlds.yaml")
+    assert {a.trigger for a in main.arms} >= {"never", "clean", "momentum", "always",
+                                              "evidence", "random:~evidence"}
+    worlds = main.load_worlds()
+    assert len(worlds) == 3
+    # the extra event (green moves at 40) is appended to the maze's own swap at 20
+    assert [e.episode for e in worlds[0].drift_events()] == [20, 40]
 
 
 @pytest.mark.parametrize("bad", [
@@ -62,11 +65,14 @@ def test_shipped_scenarios_load():
     {"name": "x", "arms": ["never", "never"]},            # duplicate labels
     {"name": "x", "arms": []},
     {"name": "x", "arms": [{"trigger": "always", "scorer": "psychic"}]},
-    {"name": "x", "updater": {"wrong_fact_rate": 1.5}},
+    {"name": "x", "updater": {"wrong_place_rate": 1.5}},
+    {"name": "x", "arms": ["never", "random:~evidence"]},  # matched to an arm not before it
+    {"name": "x", "world": "small", "worlds": ["small"]},
+    {"name": "x", "heldout_fraction": 1.0},
     {"name": "x", "updater": {"temperature": 1}},
     {"name": "x", "verifier": {"mode": "sync"}},
     {"name": "x", "janus": {"tau": 3}},
-    {"name": "x", "planner_memory": "dreams"},
+    {"name": "x", "planner_memory": "plan"},              # real wiring only
     {"name": "x", "seeds": [-1]},
     {"name": "x", "episodes": 0},
     ["not", "a", "mapping"],
@@ -85,7 +91,7 @@ def test_load_scenario_errors(tmp_path):
         load_scenario(p)
     p.write_text(yaml.safe_dump({"name": "x", "world": "no_such_world"}))
     with pytest.raises(FileNotFoundError):
-        load_scenario(p).load_world()
+        load_scenario(p).load_worlds()
 
 
 def _ep(eid, goal, *obs):
@@ -99,16 +105,31 @@ def test_noisy_updater_injects_seeded_harm():
     entries: list = []
     base = RuleUpdater().propose_edits(entries, _ep("e1", "red", ("b", ["red"])))
     assert clean.propose_edits(entries, _ep("e1", "red", ("b", ["red"]))) == base
-    wrong = NoisyUpdater(RuleUpdater(), wps, wrong_fact_rate=1.0)
+    wrong = NoisyUpdater(RuleUpdater(), wps, rates={"wrong_place": 1.0})
     p = wrong.propose_edits(entries, _ep("e1", "red", ("b", ["red"])))
     fact = next(e for e in p.edits if e.name == "block_red")
-    assert fact.meta["waypoints"] != ["b"] and "wrong fact" in wrong.injected["e1"]
-    again = NoisyUpdater(RuleUpdater(), wps, wrong_fact_rate=1.0).propose_edits(
+    assert fact.meta["waypoints"] != ["b"] and "wrong place" in wrong.injected["e1"]
+    again = NoisyUpdater(RuleUpdater(), wps, rates={"wrong_place": 1.0}).propose_edits(
         entries, _ep("e1", "red", ("b", ["red"])))
     assert again == p  # the same coin flips for the same episode: every arm sees them
+    # stale place: red was seen at a before, at b now -> written at a
+    stale = NoisyUpdater(RuleUpdater(), wps, rates={"stale_place": 1.0})
+    assert stale.propose_edits(entries, _ep("e0", "red", ("a", ["red"]))).edits == \
+        RuleUpdater().propose_edits(entries, _ep("e0", "red", ("a", ["red"]))).edits
+    p = stale.propose_edits(entries, _ep("e1", "red", ("b", ["red"])))
+    assert next(e for e in p.edits if e.name == "block_red").meta["waypoints"] == ["a"]
+    assert "stale place: red at a" in stale.injected["e1"]
+    # over-generalisation: every other colour written where red was found
+    over = NoisyUpdater(RuleUpdater(), wps, rates={"overgeneral": 1.0},
+                        colours=["red", "blue", "green"])
+    p = over.propose_edits(entries, _ep("e1", "red", ("b", ["red"])))
+    assert {e.name: e.meta["waypoints"] for e in p.edits} == {
+        "block_red": ["b"], "block_blue": ["b"], "block_green": ["b"]}
+    with pytest.raises(ValueError, match="unknown error kind"):
+        NoisyUpdater(RuleUpdater(), wps, rates={"typo": 1.0})
     store = PlanMemoryStore(":memory:")
     store.apply(list(base.edits))
-    forget = NoisyUpdater(RuleUpdater(), wps, forget_rate=1.0)
+    forget = NoisyUpdater(RuleUpdater(), wps, rates={"forget": 1.0})
     cand = forget.propose(store, _ep("e2", "blue", ("c", ["blue"])))
     assert cand is not None and "forgot block_red" in forget.injected["e2"]
     assert "remove block_red" in [f"{e.op} {e.name}" for e in cand.edits]
@@ -120,40 +141,57 @@ def test_noisy_updater_injects_seeded_harm():
 def test_json_shape_and_counters(small_doc):
     doc = small_doc
     assert doc["benchmark"] == "janus" and doc["paper"] == PAPER
-    assert doc["scenario"]["name"] == "t" and doc["world"]["name"] == "small"
-    assert [p["name"] for p in doc["phases"]] == ["before drift", "swap_blocks@3"]
-    assert list(doc["arms"]) == ["never", "momentum", "always", "periodic:2", "random:0.5",
-                                 "always+simulator"]
+    assert doc["scenario"]["name"] == "t"
+    assert [w["name"] for w in doc["worlds"]] == ["small", "corridor_blocked"]
+    assert doc["scenario"]["planner_memory"].startswith("both")
+    assert list(doc["arms"]) == ["never", "clean", "momentum", "always", "evidence",
+                                 "random:~evidence", "periodic:2", "always+simulator"]
     for a in doc["arms"].values():
         g = a["gate"]
         assert g["accepted_direct"] + g["accepted_compared"] + g["rejected"] == g["proposals"]
         assert g["comparisons"] <= g["proposals"]
         assert 0 <= g["harmful_deployed"] <= g["harmful_proposed"]
         assert a["llm_calls"] == 0 and a["wall_s"] >= a["gate_wall_s"] >= 0
-        assert len(a["phases"]) == 2 and a["final"] == a["phases"][-1]
-        assert 0.0 <= a["totals"]["success_rate"] <= 1.0
+        assert len(a["runs"]) == 2 and {r["world"] for r in a["runs"]} == {
+            "small", "corridor_blocked"}
+        assert set(a["heldout"]) == {"find", "fetch", "goto", "corridor", "cold_find", "all"}
+        assert all(0.0 <= v <= 1.0 for v in a["heldout"].values())
         rows = a["runs"][0]["episodes"]
         assert [r["episode"] for r in rows] == list(range(8))
+        assert [e["after_episode"] for e in a["runs"][0]["evals"]] == [3, 7]
         assert all(r["verdict"] in (None, "accepted_direct", "accepted_compared", "rejected")
                    for r in rows)
-    never = doc["arms"]["never"]["gate"]
+    never, clean = doc["arms"]["never"]["gate"], doc["arms"]["clean"]["gate"]
     assert never["comparisons"] == 0 and never["rejected"] == 0
     assert never["harmful_deployed"] == never["harmful_proposed"] > 0
+    assert clean["harmful_proposed"] == 0 and clean["comparisons"] == 0
     always = doc["arms"]["always"]["gate"]
     assert always["comparisons"] > 0 and always["rehearsal_decisions"] > 0
     assert always["harmful_deployed"] < never["harmful_deployed"]
+    # the evidence trigger compares less than always and still stops harmful candidates
+    ev = doc["arms"]["evidence"]["gate"]
+    assert 0 < ev["comparisons"] < always["comparisons"]
+    assert ev["harmful_deployed"] < never["harmful_deployed"]
+    # the budget-matched random arm takes the evidence arm's comparison rate
+    assert doc["arms"]["random:~evidence"]["resolved_trigger"].startswith("random:0.")
     comp = doc["comparison"]
-    assert "success_points_vs_no_gate" in comp["momentum"]
-    assert len(comp["momentum"]["success_points_vs_no_gate_per_seed"]) == 1
-    assert "comparisons_vs_always" in comp["momentum"]
+    for which in ("later", "heldout", "new_robot"):
+        row = comp["evidence"][f"{which}_points_vs_no_gate"]
+        assert row["n"] == 2 and len(row["ci95"]) == 2
+        assert len(comp["evidence"][f"{which}_points_vs_no_gate_per_run"]) == 2
+    assert "comparisons_vs_always" in comp["evidence"]
+    # a plan memory with injected errors misleads a new robot: the clean arm is the ceiling
+    assert doc["arms"]["clean"]["heldout"]["cold_find"] > doc["arms"]["never"]["heldout"][
+        "cold_find"]
     json.dumps(doc, allow_nan=False)  # strict JSON
     text = format_table(doc)
-    assert "paper: +2.7 to +4.6" in text and "momentum" in text
+    assert "paper: +2.7 to +4.6" in text and "evidence" in text and "new robot" in text
 
 
 def test_runs_are_deterministic(small_doc):
-    again = run_benchmark(scenario_from_dict(SMALL), embedder=HashingEmbedder())
-    for label in small_doc["arms"]:
+    again = run_benchmark(scenario_from_dict({**SMALL, "arms": ["never", "evidence"]}),
+                          embedder=HashingEmbedder())
+    for label in again["arms"]:
         assert again["arms"][label]["totals"] == small_doc["arms"][label]["totals"]
         assert again["arms"][label]["gate"] == small_doc["arms"][label]["gate"]
 
@@ -167,13 +205,13 @@ def test_llm_updater_path_counts_calls_and_survives_garbage():
         assert a["llm_calls"] == 3 and a["gate"]["proposals"] == 0
         assert all("unusable" in r["note"] for r in a["runs"][0]["episodes"])
         assert a["totals"]["plan_accuracy"] in (0.0, 0.5)  # empty memory throughout
-    assert len(llm.calls) == 6
+    assert len(llm.calls) == 12  # 3 tasks x 2 worlds x 2 arms
 
 
 def test_main_writes_json_and_png(tmp_path, capsys):
     p = tmp_path / "janus_tiny.yaml"
     p.write_text(yaml.safe_dump({**SMALL, "name": "janus_tiny", "episodes": 4,
-                                 "arms": ["never", "momentum"]}))
+                                 "worlds": ["small"], "arms": ["never", "evidence"]}))
     parser = argparse.ArgumentParser()
     janus.add_arguments(parser)
     out = tmp_path / "out"
@@ -207,7 +245,7 @@ def test_real_gguf_updater_smoke():
     except Exception as exc:  # pragma: no cover - depends on the environment
         pytest.skip(f"bundled GGUF not loadable: {exc}")
     sc = replace(scenario_from_dict(SMALL), updater="llm", episodes=2,
-                 arms=(Arm("always", "always"),))
+                 worlds=({"world": "small", "events": []},), arms=(Arm("always", "always"),))
     try:
         doc = run_benchmark(sc, llm=llm, embedder=HashingEmbedder())
     finally:

@@ -1,78 +1,78 @@
-"""Janus benchmark: plan-memory updates with and without the gate, on the JetRover core loop.
+"""Janus benchmark: plan-memory updates with and without the gate, on the robot's real wiring.
 
-``glove-ros bench janus --scenario bench/scenarios/janus_maze.yaml``
+``glove-ros bench janus --scenario bench/scenarios/janus_worlds.yaml``
 
-A stream of "find the <colour> block" tasks runs in a world with drift (the JetRover core
-loop of :mod:`glove_ros.benchmarks.jetrover` without DDS: simulator, perception,
-experience memory with the GLOVE verifier, the task agent). After every task the same
-updater proposes a plan-memory candidate and a gate decides; the arms differ only in the
-gate's trigger:
+A stream of "find the <colour> block" tasks runs in several worlds with drift (the JetRover
+core loop of :mod:`glove_ros.benchmarks.jetrover` without DDS: simulator, perception,
+experience memory with the async GLOVE verifier, the task agent). **The planner reads both
+memories, as on the robot**: trusted experience memory first, plan memory a prior where it
+is silent (:class:`~glove_ros.core.plan_planner.PlanAwarePlanner`). After every task the
+same updater proposes a plan-memory candidate and a gate decides; the arms differ only in
+the gate's trigger:
 
-  never          no gate: every candidate deployed (the plain updater)
-  momentum       Janus: memory momentum trigger + hybrid evaluation set
-  always         compare every update (after no warm-up)
-  periodic:K     compare every K-th update
-  random:P       compare with probability P
+  never               no gate: every candidate deployed (the plain updater)
+  clean               no gate and no injected errors: the ceiling any gate could reach
+  always              compare every update
+  momentum            Janus: memory momentum trigger (cos(z, m) < tau)
+  evidence            compare when what the robot knows speaks against the update
+                      (:class:`~glove_ros.core.plan_planner.ExperienceRisk`: the edit
+                      touches a waypoint whose look GLOVE recently found dissonant, places a
+                      colour where trusted looks saw others, or drops one they confirm)
+  evidence+momentum   either
+  periodic:K, random:P   ablations; ``random:~LABEL`` / ``periodic:~LABEL`` take the
+                      comparison rate LABEL measured (equal comparison budgets)
 
-(an arm may also score with ``scorer: simulator``, the simulator's ground truth instead of
-verified experience memory: an oracle that no robot has, to show what the robot's scorer
-loses.)
+**Harmful updates** come from :class:`NoisyUpdater` (the rule updater with seeded errors of
+the kinds a small reflecting LLM makes, the same coin flips in every arm): *wrong place*
+(the block seen here written at another waypoint), *stale place* (the block written where
+an earlier episode saw it, before it moved), *over-generalisation* (every colour written at
+the waypoint where this block was found) and *forgotten facts* (a fact dropped).
 
-What makes gating matter here -- and its honest limits:
+**Scored on what the updates did not see**: task success on the *later* episodes (the
+second half of each run), and held-out questions asked every ``eval_every`` tasks from
+start waypoints the tasks never start from (``heldout_fraction`` of the waypoints): *find*
+(the planner's first goal, both memories, holds the block -- or the block is at the start),
+*fetch* (find, then the remembered route back to the dock is really open), *go-to* (the
+remembered route to each other waypoint is really open), *corridor* (is this corridor
+blocked? experience memory first, plan memory's corridor lessons where it is silent),
+answered with both memories and scored against the simulator's ground truth; and
+*new robot* (find for a robot whose experience memory is empty -- new on the site, or its
+store reset -- reading this plan memory: where plan memory is the only knowledge). The gate's
+own rehearsal scorer never sees these (it scores against verified experience memory).
 
-* **The planner reads plan memory** (:class:`~glove_ros.core.plan_planner.PlanAwarePlanner`
-  over the greedy planner). With ``planner_memory: plan`` (the default) it reads *only*
-  plan memory -- experience memory is written and verified by GLOVE but not read for
-  planning -- so task success measures the plan memory, the thing Janus protects, as in
-  the paper where accuracy is a function of the memory. With ``planner_memory: both``
-  trusted experience memory comes first and plan memory is a prior where it is silent;
-  plan memory then matters much less and so does the gate.
-* **Some proposed updates are harmful.** The default updater is the deterministic
-  :class:`~glove_ros.core.updater.RuleUpdater` wrapped in :class:`NoisyUpdater`, which with
-  seeded probabilities writes a wrong fact (the block seen in this episode put at another
-  waypoint: the misattribution a small reflecting LLM makes) or drops a fact it should
-  keep (the "overwrites useful knowledge" failure of the paper). The noise is drawn per
-  episode from the seed, so every arm gets the same coin flips. ``--updater llm`` uses the
-  bundled SmolLM2-135M GGUF through :class:`~glove_ros.core.updater.LlmUpdater` instead
-  (no injected noise: its own mistakes are the harmful updates; slow on a CPU).
-* **Drift makes correct updates look wrong for a while.** The gate scores rehearsed
-  decisions against verified experience memory; after a swap, until GLOVE has seen
-  ``p_th`` contradictions and suppressed the stale looks, the correcting update loses to
-  the stale memory and is rejected; the next visit proposes it again.
-
-Reported per arm (mean over ``seeds``): task success overall, per phase (phases split at
-the world's drift events) and in the final phase; plan-memory accuracy (share of colours
-whose rehearsed first goal from the dock holds the block, after each task); steps per task;
-comparisons; candidates deployed / rejected; harmful candidates proposed / deployed and
-clean candidates rejected (known from the injected noise); rehearsal decisions; LLM calls;
-wall time (total and inside the gate). The paper's figures are written next to ours.
+Reported per arm over every (world, seed) run: means, per-run figures, the paired gain over
+``never`` with a 95% t-interval, comparisons (and relative to ``always``), the share of
+always-compare's gain kept, harmful candidates proposed / deployed, clean candidates
+rejected, how often plan memory changed the planner's first option (``prior_used``), wall
+time. The plot is the Pareto view: gain against comparisons for every trigger.
 
 Scenario file (YAML; every key but ``name`` optional)::
 
-    name: maze                     # results go to janus_<name>.json / .png
+    name: worlds                   # results go to janus_<name>.json / .png
     description: "free text"
-    world: jetrover_maze           # world file (relative to the scenario) or bundled name
-    events: []                     # extra world events appended (world-file syntax)
+    worlds:                        # one run per (world, seed); or world: + events: for one
+      - {world: jetrover_maze, events: [...]}
+      - {world: corridor_blocked}
     episodes: 60                   # tasks per run
-    seeds: [0, 1, 2]               # task sequence / start / noise seeds; results averaged
+    seeds: [0, 1, 2]               # task sequence / start / noise seeds
     max_steps: 6                   # step limit per task (navigations + looks)
-    task_start: random             # random | dock | stay
     perception: symbolic           # symbolic (ground-truth colours) | camera (OpenCV)
-    planner_memory: plan           # plan | both (see above)
     verifier: {p_th: 2}            # VerifierConfig overrides (mode is async)
-    belief_threshold: 0.5          # truth: share of trusted looks that must see the colour
+    belief_threshold: 0.5          # the gate's truth: share of trusted looks that must agree
     embedder: onnx                 # onnx (all-MiniLM-L6-v2 int8) | hashing
+    eval_every: 5                  # held-out questions every k tasks (and after the last)
+    heldout_fraction: 0.5          # share of waypoints kept as held-out start waypoints
     updater:
       kind: rule                   # rule | llm
-      wrong_fact_rate: 0.25        # P(a wrong fact is written), per task (rule only)
-      forget_rate: 0.1             # P(a kept fact is dropped), per task (rule only)
+      wrong_place_rate: 0.15       # P(error of that kind) per task (rule only)
+      stale_place_rate: 0.15
+      overgeneral_rate: 0.1
+      forget_rate: 0.1
       miss_threshold: 2            # rule updater
-    janus: {beta: 0.9, tau: -0.1, warmup: 3, coverage_k: 8, boundary_max: 16,
-            fresh_max: 16, seed: 0}
-    arms:                          # trigger specs, or {label, trigger, scorer}
-      - never
-      - momentum
-      - {label: momentum+oracle, trigger: momentum, scorer: simulator}
+    janus: {beta: 0.9, tau: 0.0, warmup: 3, coverage_k: 8, boundary_max: 16,
+            fresh_max: 16, seed: 0, accept_ties: true}
+    arms: [never, clean, always, momentum, evidence, "random:~evidence"]
+    # or {label, trigger, scorer: experience | simulator}; simulator = an oracle
 """
 
 from __future__ import annotations
@@ -91,8 +91,16 @@ import numpy as np
 import yaml
 
 from glove_ros.benchmarks import write_results
-from glove_ros.benchmarks.jetrover import BenchConfig, ModeRunner, phase_plan
-from glove_ros.core.agent import GreedyPlanner, WorldMap
+from glove_ros.benchmarks.jetrover import BenchConfig, ModeRunner
+from glove_ros.core.agent import (
+    Beliefs,
+    GreedyPlanner,
+    PlanContext,
+    StoreMemoryView,
+    Task,
+    WorldMap,
+    rank_options,
+)
 from glove_ros.core.experience import Transition
 from glove_ros.core.janus import JanusConfig, JanusGate, Verdict, make_trigger
 from glove_ros.core.plan_memory import (
@@ -102,6 +110,7 @@ from glove_ros.core.plan_memory import (
     apply_edits,
 )
 from glove_ros.core.plan_planner import (
+    ExperienceRisk,
     ExperienceTruth,
     PlanAwarePlanner,
     PlanGatePipeline,
@@ -118,10 +127,11 @@ from glove_ros.core.updater import (
     RuleUpdater,
     RuleUpdaterConfig,
     UpdateProposal,
+    blocked_name,
     fact_name,
 )
 from glove_ros.core.verifier import VerifierConfig
-from glove_ros.core.world import World, load_world, resolve_world_path
+from glove_ros.core.world import World, edge_key, load_world, resolve_world_path
 
 __all__ = [
     "PAPER",
@@ -157,7 +167,8 @@ PAPER: dict[str, Any] = {
 }
 
 PERCEPTIONS = ("symbolic", "camera")
-PLANNER_MEMORIES = ("plan", "both")
+ERROR_KINDS = ("wrong_place", "stale_place", "overgeneral", "forget")
+HELDOUT_KINDS = ("find", "fetch", "goto", "corridor", "cold_find")
 SCORERS = ("experience", "simulator")
 UPDATERS = ("rule", "llm")
 EMBEDDERS = ("onnx", "hashing")
@@ -166,11 +177,20 @@ EMBEDDERS = ("onnx", "hashing")
 # --------------------------------------------------------------------------- scenario
 
 
+def matched_spec(trigger: str) -> tuple[str, str] | None:
+    """``("random" | "periodic", LABEL)`` for a budget-matched spec ``random:~LABEL``."""
+    kind, _, arg = str(trigger).partition(":")
+    if kind in ("random", "periodic") and arg.startswith("~") and len(arg) > 1:
+        return kind, arg[1:]
+    return None
+
+
 @dataclass(frozen=True)
 class Arm:
-    """One gate configuration: ``trigger`` spec (:func:`~glove_ros.core.janus.make_trigger`)
-    and ``scorer`` (``experience``: rehearsal against verified experience memory, the
-    robot's scorer; ``simulator``: against ground truth, an oracle)."""
+    """One gate configuration: ``trigger`` spec (:func:`~glove_ros.core.janus.make_trigger`,
+    plus ``clean`` and the budget-matched ``random:~LABEL`` / ``periodic:~LABEL``) and
+    ``scorer`` (``experience``: rehearsal against verified experience memory, the robot's
+    scorer; ``simulator``: against ground truth, an oracle)."""
 
     label: str
     trigger: str
@@ -180,7 +200,8 @@ class Arm:
         """Raise ValueError for an unknown trigger or scorer."""
         if not isinstance(self.label, str) or not self.label.strip():
             raise ValueError("arm label must be a non-empty string")
-        make_trigger(self.trigger, config)
+        if self.trigger != "clean" and matched_spec(self.trigger) is None:
+            make_trigger(self.trigger, config, risk=lambda c: "")
         if self.scorer not in SCORERS:
             raise ValueError(f"arm {self.label!r}: scorer must be one of {SCORERS}, "
                              f"got {self.scorer!r}")
@@ -192,20 +213,21 @@ class Scenario:
     """A Janus benchmark scenario (see the module docstring for the YAML keys)."""
 
     name: str
-    world: str = "jetrover_maze"
+    worlds: tuple[Mapping[str, Any], ...] = ({"world": "jetrover_maze", "events": []},)
     description: str = ""
-    events: tuple[Mapping[str, Any], ...] = ()
     episodes: int = 60
     seeds: tuple[int, ...] = (0,)
     max_steps: int = 6
-    task_start: str = "random"
     perception: str = "symbolic"
-    planner_memory: str = "plan"
     verifier: Mapping[str, Any] = field(default_factory=dict)
     belief_threshold: float = 0.5
     embedder: str = "onnx"
+    eval_every: int = 5
+    heldout_fraction: float = 0.5
     updater: str = "rule"
-    wrong_fact_rate: float = 0.25
+    wrong_place_rate: float = 0.15
+    stale_place_rate: float = 0.15
+    overgeneral_rate: float = 0.1
     forget_rate: float = 0.1
     miss_threshold: int = 2
     janus: JanusConfig = field(default_factory=JanusConfig)
@@ -217,47 +239,67 @@ class Scenario:
         """Raise ValueError naming the bad key; return ``self``."""
         if not isinstance(self.name, str) or not self.name.strip() or "/" in self.name:
             raise ValueError("scenario name must be a non-empty string without '/'")
-        for key, lo in (("episodes", 1), ("max_steps", 1), ("miss_threshold", 1)):
+        for key, lo in (("episodes", 1), ("max_steps", 1), ("miss_threshold", 1),
+                        ("eval_every", 1)):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{key} must be an int >= {lo}, got {v!r}")
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
                                  for s in self.seeds):
             raise ValueError(f"seeds must be a non-empty list of ints >= 0, got {self.seeds!r}")
-        for key, allowed in (("perception", PERCEPTIONS), ("planner_memory", PLANNER_MEMORIES),
-                             ("embedder", EMBEDDERS), ("updater", UPDATERS),
-                             ("task_start", ("random", "dock", "stay"))):
+        if not self.worlds:
+            raise ValueError("worlds is empty: give at least one world")
+        for key, allowed in (("perception", PERCEPTIONS), ("embedder", EMBEDDERS),
+                             ("updater", UPDATERS)):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key} must be one of {', '.join(allowed)}, got "
                                  f"{getattr(self, key)!r}")
-        for key in ("wrong_fact_rate", "forget_rate"):
+        for key in ("wrong_place_rate", "stale_place_rate", "overgeneral_rate", "forget_rate"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
                 raise ValueError(f"updater.{key} must be in [0, 1], got {v!r}")
         if not 0.0 < float(self.belief_threshold) <= 1.0:
             raise ValueError(f"belief_threshold must be in (0, 1], got {self.belief_threshold}")
+        if not 0.0 < float(self.heldout_fraction) < 1.0:
+            raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
         if "mode" in self.verifier:
             raise ValueError("verifier overrides must not set 'mode' (async is used)")
         VerifierConfig.from_dict({"mode": "async", **self.verifier})
         self.janus.validate()
         if not self.arms:
             raise ValueError("arms is empty: give at least one trigger")
-        labels = [a.validate(self.janus).label for a in self.arms]
+        labels: list[str] = []
+        for a in self.arms:
+            a.validate(self.janus)
+            m = matched_spec(a.trigger)
+            if m is not None and m[1] not in labels:
+                raise ValueError(f"arm {a.label!r}: {a.trigger!r} needs an earlier arm "
+                                 f"labelled {m[1]!r} to take its comparison rate from")
+            labels.append(a.label)
         if len(set(labels)) != len(labels):
             raise ValueError(f"arm labels must be unique, got {labels}")
         return self
 
+    @property
+    def error_rates(self) -> dict[str, float]:
+        """Injected error kind -> probability per task."""
+        return {"wrong_place": self.wrong_place_rate, "stale_place": self.stale_place_rate,
+                "overgeneral": self.overgeneral_rate, "forget": self.forget_rate}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict of every setting."""
         return {
-            "name": self.name, "description": self.description, "world": self.world,
-            "events": [dict(e) for e in self.events], "episodes": self.episodes,
-            "seeds": list(self.seeds), "max_steps": self.max_steps,
-            "task_start": self.task_start, "perception": self.perception,
-            "planner_memory": self.planner_memory, "verifier": dict(self.verifier),
-            "belief_threshold": self.belief_threshold, "embedder": self.embedder,
-            "updater": {"kind": self.updater, "wrong_fact_rate": self.wrong_fact_rate,
-                        "forget_rate": self.forget_rate,
+            "name": self.name, "description": self.description,
+            "worlds": [{"world": w["world"], "events": [dict(e) for e in w.get("events", [])]}
+                       for w in self.worlds],
+            "episodes": self.episodes, "seeds": list(self.seeds),
+            "max_steps": self.max_steps, "perception": self.perception,
+            "planner_memory": "both (trusted experience first, plan memory where it is silent)",
+            "verifier": dict(self.verifier), "belief_threshold": self.belief_threshold,
+            "embedder": self.embedder, "eval_every": self.eval_every,
+            "heldout_fraction": self.heldout_fraction,
+            "updater": {"kind": self.updater, **{f"{k}_rate": v for k, v in
+                                                 self.error_rates.items()},
                         "miss_threshold": self.miss_threshold},
             "janus": {k: getattr(self.janus, k) for k in
                       ("beta", "tau", "warmup", "coverage_k", "boundary_max", "fresh_max",
@@ -267,23 +309,32 @@ class Scenario:
             "source": self.source,
         }
 
-    def load_world(self) -> World:
-        """The world with the scenario's extra ``events`` appended."""
+    def load_worlds(self) -> list[World]:
+        """Every world, with its extra ``events`` appended."""
         base = Path(self.source).parent if self.source else Path(".")
-        candidate = base / self.world
-        path = candidate if candidate.is_file() else resolve_world_path(self.world)
-        world = load_world(path)
-        if not self.events:
-            return world
-        data = world.to_dict()
-        data["events"] = list(data["events"]) + [dict(e) for e in self.events]
-        return World.from_dict(data, source=str(path))
+        out = []
+        for spec in self.worlds:
+            candidate = base / str(spec["world"])
+            path = candidate if candidate.is_file() else resolve_world_path(str(spec["world"]))
+            world = load_world(path)
+            events = list(spec.get("events", []) or [])
+            if events:
+                data = world.to_dict()
+                data["events"] = list(data["events"]) + [dict(e) for e in events]
+                world = World.from_dict(data, source=str(path))
+            out.append(world)
+        return out
+
+    def load_world(self) -> World:
+        """The first world."""
+        return self.load_worlds()[0]
 
 
-_SCENARIO_KEYS = {"name", "description", "world", "events", "episodes", "seeds", "max_steps",
-                  "task_start", "perception", "planner_memory", "verifier",
-                  "belief_threshold", "embedder", "updater", "janus", "arms"}
-_UPDATER_KEYS = {"kind", "wrong_fact_rate", "forget_rate", "miss_threshold"}
+_SCENARIO_KEYS = {"name", "description", "world", "events", "worlds", "episodes", "seeds",
+                  "max_steps", "perception", "verifier", "belief_threshold", "embedder",
+                  "eval_every", "heldout_fraction", "updater", "janus", "arms"}
+_UPDATER_KEYS = {"kind", "wrong_place_rate", "stale_place_rate", "overgeneral_rate",
+                 "forget_rate", "miss_threshold"}
 _JANUS_KEYS = {"beta", "tau", "warmup", "coverage_k", "boundary_max", "fresh_max", "seed",
                "accept_ties"}
 
@@ -303,6 +354,26 @@ def _arm(raw: Any, i: int) -> Arm:
     raise ValueError(f"arms[{i}] must be a trigger spec or a mapping, got {raw!r}")
 
 
+def _worlds(data: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    if "worlds" in data and ("world" in data or "events" in data):
+        raise ValueError("give either worlds: or world: (+ events:), not both")
+    raw = data.get("worlds", [{"world": data.get("world", "jetrover_maze"),
+                               "events": data.get("events", []) or []}])
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("worlds must be a non-empty list of {world, events}")
+    out = []
+    for i, w in enumerate(raw):
+        if isinstance(w, str):
+            w = {"world": w}
+        if not isinstance(w, Mapping) or "world" not in w or set(w) - {"world", "events"}:
+            raise ValueError(f"worlds[{i}] must be a world name or {{world, events}}")
+        events = w.get("events", []) or []
+        if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
+            raise ValueError(f"worlds[{i}].events must be a list of world events (mappings)")
+        out.append({"world": str(w["world"]), "events": [dict(e) for e in events]})
+    return tuple(out)
+
+
 def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     """Build and validate a :class:`Scenario` from its YAML structure."""
     if not isinstance(data, Mapping):
@@ -310,7 +381,7 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     unknown = set(data) - _SCENARIO_KEYS
     if unknown:
         raise ValueError(f"unknown scenario keys {sorted(unknown)}; allowed: "
-                         f"{sorted(_SCENARIO_KEYS)}")
+                         f"{sorted(_SCENARIO_KEYS)} (the planner always reads both memories)")
     if "name" not in data:
         raise ValueError("scenario needs a name")
     upd = data.get("updater", {}) or {}
@@ -319,14 +390,11 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         raise ValueError(f"updater must be a mapping with keys {sorted(_UPDATER_KEYS)}")
     if not isinstance(jan, Mapping) or set(jan) - _JANUS_KEYS:
         raise ValueError(f"janus must be a mapping with keys {sorted(_JANUS_KEYS)}")
-    events = data.get("events", []) or []
-    if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
-        raise ValueError("events must be a list of world events (mappings)")
     seeds = data.get("seeds", [0])
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
     kw: dict[str, Any] = {}
-    for key in ("description", "world", "episodes", "max_steps", "task_start", "perception",
-                "planner_memory", "belief_threshold", "embedder"):
+    for key in ("description", "episodes", "max_steps", "perception", "belief_threshold",
+                "embedder", "eval_every", "heldout_fraction"):
         if key in data:
             kw[key] = data[key]
     if "arms" in data:
@@ -334,13 +402,13 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         if not isinstance(arms, list):
             raise ValueError("arms must be a list")
         kw["arms"] = tuple(_arm(a, i) for i, a in enumerate(arms))
+    for key in ("wrong_place_rate", "stale_place_rate", "overgeneral_rate", "forget_rate",
+                "miss_threshold"):
+        if key in upd:
+            kw[key] = upd[key]
     sc = Scenario(
-        name=str(data["name"]), events=tuple(dict(e) for e in events),
-        seeds=tuple(seeds), verifier=dict(data.get("verifier", {}) or {}),
-        updater=str(upd.get("kind", "rule")),
-        wrong_fact_rate=upd.get("wrong_fact_rate", Scenario.wrong_fact_rate),
-        forget_rate=upd.get("forget_rate", Scenario.forget_rate),
-        miss_threshold=upd.get("miss_threshold", Scenario.miss_threshold),
+        name=str(data["name"]), worlds=_worlds(data), seeds=tuple(seeds),
+        verifier=dict(data.get("verifier", {}) or {}), updater=str(upd.get("kind", "rule")),
         janus=JanusConfig(**{k: jan[k] for k in jan}), source=source, **kw,
     )
     return sc.validate()
@@ -362,62 +430,97 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 class NoisyUpdater:
-    """The rule updater with seeded harmful edits (a stand-in for an unreliable reflector).
+    """The rule updater with seeded harmful edits of realistic kinds (a stand-in for an
+    unreliable reflecting LLM).
 
-    Per episode, from ``rng(seed, episode id)`` -- the same coin flips in every arm:
-    with ``wrong_fact_rate`` the fact about a colour seen in this episode (else the task's
-    colour) is written at a wrong waypoint; with ``forget_rate`` a block fact the episode
-    did not touch is removed. ``injected`` maps episode id -> what was injected.
+    Per episode, from ``rng(seed, episode id)`` -- the same coin flips in every arm -- each
+    kind fires with its rate (``rates``: kind -> probability, kinds in :data:`ERROR_KINDS`):
+
+    * ``wrong_place``: the block seen in this episode (else the task's) written at another
+      waypoint (misattribution);
+    * ``stale_place``: that block written where an *earlier* episode saw it, when that
+      differs from where it was seen last (a reflection reading an old trace after drift);
+    * ``overgeneral``: every other known colour written at the waypoint where this block was
+      seen ("blocks are kept there");
+    * ``forget``: a block fact the episode did not touch removed.
+
+    ``injected`` maps episode id -> what was injected (empty: a clean candidate).
     """
 
     def __init__(self, base: RuleUpdater, waypoints: Sequence[str], *,
-                 wrong_fact_rate: float = 0.0, forget_rate: float = 0.0, seed: int = 0) -> None:
+                 rates: Mapping[str, float] | None = None, colours: Sequence[str] = (),
+                 seed: int = 0) -> None:
         self.base = base
         self.waypoints = sorted(waypoints)
         if len(self.waypoints) < 2:
             raise ValueError("NoisyUpdater needs a map with at least two waypoints")
-        self.wrong_fact_rate = float(wrong_fact_rate)
-        self.forget_rate = float(forget_rate)
+        self.rates = {k: 0.0 for k in ERROR_KINDS}
+        for k, v in (rates or {}).items():
+            if k not in self.rates:
+                raise ValueError(f"unknown error kind {k!r}; kinds: {', '.join(ERROR_KINDS)}")
+            self.rates[k] = float(v)
+        self.colours = sorted(set(colours))
         self.seed = int(seed)
         self.injected: dict[str, str] = {}
+        self.sightings: dict[str, list[str]] = {}  # colour -> waypoints, in episode order
         self.last: UpdateProposal | None = None
+
+    def _fact(self, colour: str, wp: str, existing: Mapping[str, PlanEntry], why: str) -> Edit:
+        name = fact_name(colour)
+        return Edit("edit" if name in existing else "add", name, "semantic",
+                    f"The {colour} block was seen at {wp}.",
+                    meta={"colour": colour, "waypoints": [wp], "misses": {}}, reason=why)
 
     def propose_edits(self, entries: Sequence[PlanEntry], outcome: EpisodeOutcome
                       ) -> UpdateProposal:
-        """The rule updater's edits, possibly corrupted (pure apart from ``injected``)."""
+        """The rule updater's edits, possibly corrupted (pure apart from ``injected`` and
+        the sighting history)."""
         prop = self.base.propose_edits(entries, outcome)
         rng = np.random.default_rng([self.seed, zlib.crc32(outcome.episode_id.encode())])
-        r_wrong, r_forget = float(rng.random()), float(rng.random())
-        pick_wp, pick_fact = float(rng.random()), float(rng.random())
+        draws = {k: (float(rng.random()), float(rng.random())) for k in ERROR_KINDS}
         edits = {e.name: e for e in prop.edits}
         existing = {e.name: e for e in entries}
+        history = {c: list(w) for c, w in self.sightings.items()}
+        seen = [(o.waypoint, c) for o in outcome.observations for c in o.colours]
+        for wp, c in seen:
+            self.sightings.setdefault(c, []).append(wp)
+        if seen:
+            true_wp, colour = seen[-1]
+        elif outcome.goal:
+            colour = outcome.goal
+            e = existing.get(fact_name(colour))
+            wps = list((e.meta or {}).get("waypoints", [])) if e else []
+            true_wp = wps[0] if wps else ""
+        else:
+            colour, true_wp = "", ""
+        why = f"reflection on episode {outcome.episode_id}"
         notes = []
-        if r_wrong < self.wrong_fact_rate:
-            seen = [(o.waypoint, c) for o in outcome.observations for c in o.colours]
-            if seen:
-                true_wp, colour = seen[-1]
-            elif outcome.goal:
-                colour = outcome.goal
-                e = existing.get(fact_name(colour))
-                wps = list((e.meta or {}).get("waypoints", [])) if e else []
-                true_wp = wps[0] if wps else ""
-            else:
-                colour = ""
-            if colour:
-                others = [w for w in self.waypoints if w != true_wp]
-                wrong = others[int(pick_wp * len(others)) % len(others)]
-                name = fact_name(colour)
-                body = f"The {colour} block was seen at {wrong}."
-                meta = {"colour": colour, "waypoints": [wrong], "misses": {}}
-                op = "edit" if name in existing else "add"
-                edits[name] = Edit(op, name, "semantic", body, meta=meta,
-                                   reason=f"reflection on episode {outcome.episode_id}")
-                notes.append(f"wrong fact: {colour} at {wrong}")
-        if r_forget < self.forget_rate:
+        r, pick = draws["wrong_place"]
+        if colour and r < self.rates["wrong_place"]:
+            others = [w for w in self.waypoints if w != true_wp]
+            wrong = others[int(pick * len(others)) % len(others)]
+            edits[fact_name(colour)] = self._fact(colour, wrong, existing, why)
+            notes.append(f"wrong place: {colour} at {wrong}")
+        r, pick = draws["stale_place"]
+        if colour and r < self.rates["stale_place"] and not notes:
+            old = [w for w in history.get(colour, []) if w != true_wp]
+            if old:
+                stale = old[-1]
+                edits[fact_name(colour)] = self._fact(colour, stale, existing, why)
+                notes.append(f"stale place: {colour} at {stale}")
+        r, pick = draws["overgeneral"]
+        if seen and r < self.rates["overgeneral"]:
+            others = [c for c in self.colours if c != colour]
+            for c in others:
+                edits[fact_name(c)] = self._fact(c, true_wp, existing, why)
+            if others:
+                notes.append(f"over-generalised: {', '.join(others)} at {true_wp}")
+        r, pick = draws["forget"]
+        if r < self.rates["forget"]:
             keep = sorted(n for n, e in existing.items()
                           if e.kind == "semantic" and n.startswith("block_") and n not in edits)
             if keep:
-                name = keep[int(pick_fact * len(keep)) % len(keep)]
+                name = keep[int(pick * len(keep)) % len(keep)]
                 edits[name] = Edit.remove(name, "reflection: no longer relevant")
                 notes.append(f"forgot {name}")
         if not notes:
@@ -447,28 +550,31 @@ class NoisyUpdater:
 # --------------------------------------------------------------------------- one arm
 
 
-class _NoMemory:
-    """A MemoryView with nothing in it (``planner_memory: plan``)."""
-
-    def trusted(self, state_key: str | None = None, action: str | None = None) -> list[Any]:
-        return []
+def split_starts(world: World, fraction: float, seed: int) -> tuple[list[str], list[str]]:
+    """(task start waypoints, held-out start waypoints): a seeded split of the waypoints,
+    at least one in each."""
+    ids = sorted(world.waypoint_ids)
+    order = [ids[i] for i in np.random.default_rng([seed, 17]).permutation(len(ids))]
+    k = min(len(ids) - 1, max(1, int(round(fraction * len(ids)))))
+    return sorted(order[k:]), sorted(order[:k])
 
 
 class ArmRunner(ModeRunner):
-    """One arm, one seed: the JetRover core loop (async GLOVE) plus updater and gate."""
+    """One arm, one world, one seed: the JetRover core loop (async GLOVE; the planner reads
+    both memories) plus updater and gate, and the held-out questions."""
 
     def __init__(self, world: World, scenario: Scenario, arm: Arm, seed: int,
-                 embedder: Any, llm: Any = None) -> None:
+                 embedder: Any, llm: Any = None, spec: str | None = None) -> None:
         self.scenario = scenario
         self.arm = arm
         self.plan_planner = PlanAwarePlanner(GreedyPlanner())
         cfg = BenchConfig(episodes=scenario.episodes, seed=seed, max_steps=scenario.max_steps,
-                          look_frames=1, frame_size=(320, 240), task_start=scenario.task_start,
+                          look_frames=1, frame_size=(320, 240), task_start="random",
                           verifier=dict(scenario.verifier))
         super().__init__(world, "async", cfg, planner_factory=lambda: self.plan_planner)
-        if scenario.planner_memory == "plan":
-            self.agent.memory = _NoMemory()
         self.world_map = WorldMap.from_world(world)
+        self.task_starts, self.heldout_starts = split_starts(
+            world, scenario.heldout_fraction, seed)
         self.rehearsal = RehearsalContext(self.world_map)
         self.plan = PlanMemoryStore(":memory:", synchronous="NORMAL")
         if scenario.updater == "llm":
@@ -476,24 +582,32 @@ class ArmRunner(ModeRunner):
                 raise ValueError("updater llm needs a loaded LLM")
             self.updater: Any = LlmUpdater(llm)
         else:
+            rates = {} if arm.trigger == "clean" else scenario.error_rates
             self.updater = NoisyUpdater(
                 RuleUpdater(RuleUpdaterConfig(miss_threshold=scenario.miss_threshold)),
-                self.world_map.waypoint_ids, wrong_fact_rate=scenario.wrong_fact_rate,
-                forget_rate=scenario.forget_rate, seed=seed)
+                self.world_map.waypoint_ids, rates=rates, colours=world.colors, seed=seed)
         if arm.scorer == "simulator":
             truth_fn: Any = SimulatorTruth(self.sim.state.colors_at)
         else:
-            from glove_ros.core.agent import StoreMemoryView
-
             truth_fn = ExperienceTruth(StoreMemoryView(self.store), scenario.belief_threshold)
         self.scorer = make_rehearsal_scorer(self.plan, self.rehearsal, truth_fn)
+        self.risk = ExperienceRisk(self.plan, self.world_map, StoreMemoryView(self.store),
+                                   events=self.store,
+                                   belief_threshold=scenario.belief_threshold)
         jcfg = replace(scenario.janus, seed=scenario.janus.seed + seed)
+        spec = spec or ("never" if arm.trigger == "clean" else arm.trigger)
         self.gate = JanusGate(jcfg, embedder, self.scorer, store=self.plan,
-                              trigger=make_trigger(arm.trigger, jcfg))
+                              trigger=make_trigger(spec, jcfg, risk=self.risk))
         self.pipeline = PlanGatePipeline(self.plan, self.updater, self.gate)
         self._captured: list[Transition] = []
         self.rows: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
         self.gate_wall_s = 0.0
+
+    def _task_start(self, episode: int) -> str:
+        """Tasks start only from the task start waypoints (the rest are held out)."""
+        ids = self.task_starts
+        return ids[int(np.random.default_rng([self.config.seed, 13, episode]).integers(len(ids)))]
 
     def look_signature(self) -> str:
         """Symbolic: the colours really at the waypoint; camera: rendered frames + OpenCV."""
@@ -506,6 +620,70 @@ class ArmRunner(ModeRunner):
         self._captured.append(t)
         super().record(t)
 
+    # ------------------------------------------------------------------ held-out questions
+
+    def _first_goal(self, entries: Sequence[PlanEntry], beliefs: Any, start: str,
+                    colour: str) -> str | None:
+        avoid = frozenset(beliefs.blocked_edges)
+        opts = rank_options(self.world_map, beliefs, start, colour, (start,), avoid)
+        ctx = PlanContext(Task(colour, id="heldout"), start, self.world_map, beliefs, opts,
+                          frozenset({start}), avoid, 0)
+        return PlanAwarePlanner(GreedyPlanner(), entries).choose(ctx).goal
+
+    def _route_open(self, a: str, b: str, avoid: frozenset[tuple[str, str]]) -> bool:
+        if a == b:
+            return True
+        path = self.world.shortest_path(a, b, avoid_edges=avoid)
+        return path is not None and not any(
+            self.sim.state.is_blocked(x, y) for x, y in zip(path, path[1:], strict=False))
+
+    def heldout_eval(self) -> dict[str, float]:
+        """Accuracy on the held-out questions now (both memories; simulator truth)."""
+        entries = self.plan.entries()
+        beliefs = self.agent.beliefs()
+        avoid = frozenset(beliefs.blocked_edges)
+        colors_at = self.sim.state.colors_at
+        dock = self.world.dock
+        find, fetch, goto, corridor, cold = [], [], [], [], []
+        empty = Beliefs({}, {})
+        for s in self.heldout_starts:
+            for c in self.world.colors:
+                # a robot with empty experience memory (new on the site, or its store reset)
+                # reading this plan memory: the same planner, experience silent
+                goal = s if c in colors_at(s) else self._first_goal(entries, empty, s, c)
+                cold.append(goal is not None and c in colors_at(goal))
+            for c in self.world.colors:
+                if c in colors_at(s):
+                    goal: str | None = s
+                else:
+                    goal = self._first_goal(entries, beliefs, s, c)
+                hit = goal is not None and c in colors_at(goal)
+                find.append(hit)
+                fetch.append(hit and self._route_open(goal or s, dock, avoid))
+            for w in self.world.waypoint_ids:
+                if w != s:
+                    goto.append(self._route_open(s, w, avoid))
+        lessons = {n for n in (e.name for e in entries)}
+        for edge in self.world.edges:
+            a, b = edge.key
+            k = edge_key(a, b)
+            eb = beliefs.edges.get(k)
+            if eb is not None and (eb.reached or eb.blocked):
+                believed = k in beliefs.blocked_edges
+            else:
+                believed = blocked_name(a, b) in lessons
+            corridor.append(believed == self.sim.state.is_blocked(a, b))
+
+        def mean(xs: Sequence[bool]) -> float:
+            return float(np.mean(xs)) if xs else 0.0
+
+        out = {"find": mean(find), "fetch": mean(fetch), "goto": mean(goto),
+               "corridor": mean(corridor), "cold_find": mean(cold)}
+        out["all"] = float(np.mean([out[k] for k in HELDOUT_KINDS]))
+        return out
+
+    # ------------------------------------------------------------------ episodes
+
     def plan_accuracy(self) -> float:
         """Share of colours whose rehearsed first goal (from the dock, plan memory alone)
         holds the block now."""
@@ -516,9 +694,11 @@ class ArmRunner(ModeRunner):
         return hits / len(colours) if colours else 0.0
 
     def run_episode(self, episode: int) -> Any:
-        """One task, then the update through the gate."""
+        """One task, then the update through the gate (and held-out questions every
+        ``eval_every`` tasks)."""
         self.plan_planner.set_entries(self.plan.entries())
         self._captured = []
+        used = self.plan_planner.prior_used
         ep = super().run_episode(episode)
         first_hit = bool(ep.first_goal) and ep.color in self.sim.state.colors_at(ep.first_goal)
         outcome = outcome_from_transitions(
@@ -530,9 +710,10 @@ class ArmRunner(ModeRunner):
         d = step.decision
         injected = (self.updater.injected.get(outcome.episode_id, "")
                     if isinstance(self.updater, NoisyUpdater) else "")
-        self.rows.append({
+        row = {
             "episode": episode, "phase": ep.phase, "color": ep.color, "success": ep.success,
             "steps": ep.steps, "first_goal": ep.first_goal, "first_goal_hit": first_hit,
+            "prior_used": self.plan_planner.prior_used - used,
             "edits": list(step.edits), "injected": injected,
             "verdict": None if d is None else Verdict(d.verdict).name.lower(),
             "triggered": bool(d and d.triggered),
@@ -542,11 +723,16 @@ class ArmRunner(ModeRunner):
             "active_version": self.plan.active_version,
             "plan_accuracy": round(self.plan_accuracy(), 4),
             "note": step.note[:160],
-        })
+        }
+        if (episode + 1) % self.scenario.eval_every == 0 or episode + 1 == self.episodes:
+            h = self.heldout_eval()
+            self.evals.append({"after_episode": episode, **h})
+            row["heldout"] = {k: round(v, 4) for k, v in h.items()}
+        self.rows.append(row)
         return ep
 
     def run_all(self) -> dict[str, Any]:
-        """Every episode; the arm's per-seed result."""
+        """Every episode; the arm's per-run result."""
         t0 = time.perf_counter()
         try:
             for episode in range(self.episodes):
@@ -563,10 +749,21 @@ class ArmRunner(ModeRunner):
         proposals = [r for r in rows if r["verdict"] is not None]
         harmful = [r for r in proposals if r["injected"]]
         clean = [r for r in proposals if not r["injected"]]
+        later = [r for r in rows if r["episode"] >= self.episodes // 2]
+        heldout = {k: round(float(np.mean([e[k] for e in self.evals])), 4) if self.evals
+                   else 0.0 for k in (*HELDOUT_KINDS, "all")}
+        kinds = {k: sum(1 for r in harmful if k.replace("_", " ") in r["injected"]
+                        or (k == "overgeneral" and "over-generalised" in r["injected"])
+                        or (k == "forget" and "forgot" in r["injected"]))
+                 for k in ERROR_KINDS}
         return {
             "phases": [_agg(p["name"], [r for r in rows if p["start"] <= r["episode"] < p["end"]])
                        for p in self.phases],
             "totals": _agg("total", rows),
+            "later": _agg("later half", later),
+            "heldout": heldout,
+            "prior_used_per_task": round(sum(r["prior_used"] for r in rows) / max(1, len(rows)),
+                                         4),
             "gate": {
                 "proposals": len(proposals),
                 "comparisons": int(self.gate.comparisons),
@@ -575,12 +772,16 @@ class ArmRunner(ModeRunner):
                 "rejected": sum(r["verdict"] == "rejected" for r in proposals),
                 "harmful_proposed": len(harmful),
                 "harmful_deployed": sum(r["verdict"] != "rejected" for r in harmful),
+                "harmful_compared": sum(r["triggered"] for r in harmful),
+                "clean_compared": sum(r["triggered"] for r in clean),
                 "clean_rejected": sum(r["verdict"] == "rejected" for r in clean),
                 "rehearsal_decisions": int(self.scorer.decisions_made),
             },
+            "harmful_by_kind": kinds,
             "llm_calls": int(self.pipeline.llm_calls),
             "wall_s": round(self.wall_s, 3),
             "gate_wall_s": round(self.gate_wall_s, 3),
+            "evals": self.evals,
             "episodes": rows,
         }
 
@@ -613,38 +814,87 @@ def _mean(xs: Sequence[float]) -> float:
     return float(np.mean(xs)) if xs else 0.0
 
 
+#: two-sided 95% Student t quantiles for 1..30 degrees of freedom (30+: the last)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def interval(xs: Sequence[float]) -> dict[str, Any]:
+    """Mean and 95% t-interval of ``xs`` (paired per-run differences); the interval is
+    ``None`` with fewer than two values."""
+    x = np.asarray(list(xs), dtype=float)
+    n = len(x)
+    if n == 0:
+        return {"mean": 0.0, "ci95": None, "n": 0}
+    m = float(x.mean())
+    if n < 2:
+        return {"mean": round(m, 3), "ci95": None, "n": n}
+    half = float(_T975[min(n - 1, len(_T975)) - 1] * x.std(ddof=1) / math.sqrt(n))
+    return {"mean": round(m, 3), "ci95": [round(m - half, 3), round(m + half, 3)], "n": n}
+
+
+_HEADLINE = ("later", "heldout", "new_robot")
+
+
+def _metric(run: Mapping[str, Any], which: str) -> float:
+    """A run's headline figure: later-half task success, held-out accuracy (all kinds) or
+    held-out find accuracy of a new robot (empty experience memory)."""
+    if which == "later":
+        return float(run["later"]["success_rate"])
+    return float(run["heldout"]["all" if which == "heldout" else "cold_find"])
+
+
 def _merge(label: str, arm: Arm, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Mean over seeds of one arm's runs (and the min / max of the headline numbers)."""
+    """Mean over runs (every world x seed) of one arm, and the per-run figures."""
     def mean_agg(aggs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out = {"name": aggs[0]["name"], "episodes": aggs[0]["episodes"]}
         for k in ("success_rate", "steps_per_task", "first_goal_hit_rate", "plan_accuracy"):
             out[k] = round(_mean([a[k] for a in aggs]), 4)
         return out
 
-    phases = [mean_agg([r["phases"][i] for r in runs]) for i in range(len(runs[0]["phases"]))]
     totals = mean_agg([r["totals"] for r in runs])
+    later = mean_agg([r["later"] for r in runs])
+    heldout = {k: round(_mean([r["heldout"][k] for r in runs]), 4) for k in runs[0]["heldout"]}
     gate = {k: round(_mean([r["gate"][k] for r in runs]), 2) for k in runs[0]["gate"]}
     return {
         "label": label, "trigger": arm.trigger, "scorer": arm.scorer,
-        "phases": phases, "totals": totals, "final": phases[-1],
-        "success_range": [min(r["totals"]["success_rate"] for r in runs),
-                          max(r["totals"]["success_rate"] for r in runs)],
-        "gate": gate,
+        "totals": totals, "later": later, "heldout": heldout, "gate": gate,
+        "harmful_by_kind": {k: round(_mean([r["harmful_by_kind"][k] for r in runs]), 2)
+                            for k in ERROR_KINDS},
+        "prior_used_per_task": round(_mean([r["prior_used_per_task"] for r in runs]), 4),
         "llm_calls": round(_mean([r["llm_calls"] for r in runs]), 2),
         "wall_s": round(_mean([r["wall_s"] for r in runs]), 3),
         "gate_wall_s": round(_mean([r["gate_wall_s"] for r in runs]), 3),
-        # per-task rows of the first seed only (the plot); the other seeds by their totals
-        "runs": [{"seed": r["seed"], "totals": r["totals"], "phases": r["phases"],
-                  "gate": r["gate"], **({"episodes": r["episodes"]} if i == 0 else {})}
+        "resolved_trigger": runs[0].get("resolved_trigger", arm.trigger),
+        # per-task rows of the first run only (the plot); the other runs by their figures
+        "runs": [{"world": r["world"], "seed": r["seed"], "totals": r["totals"],
+                  "later": r["later"], "heldout": r["heldout"], "phases": r["phases"],
+                  "gate": r["gate"], "prior_used_per_task": r["prior_used_per_task"],
+                  **({"episodes": r["episodes"], "evals": r["evals"]} if i == 0 else {})}
                  for i, r in enumerate(runs)],
     }
 
 
+def _resolve(arm: Arm, arms: Mapping[str, Any], config: JanusConfig) -> str:
+    """The concrete trigger spec of ``arm`` (a budget-matched one takes the comparison rate
+    its reference arm measured)."""
+    m = matched_spec(arm.trigger)
+    if m is None:
+        return "never" if arm.trigger == "clean" else arm.trigger
+    kind, ref = m
+    g = arms[ref]["gate"]
+    rate = g["comparisons"] / g["proposals"] if g["proposals"] else 0.0
+    if kind == "random":
+        return f"random:{min(1.0, max(0.0, rate)):.4f}"
+    return f"periodic:{max(1, int(round(1.0 / rate))) if rate > 0 else 10**6}"
+
+
 def run_benchmark(scenario: Scenario, *, llm: Any = None, embedder: Any = None
                   ) -> dict[str, Any]:
-    """Run every arm of ``scenario`` on every seed side by side; the JSON result document."""
+    """Run every arm on every (world, seed) side by side; the JSON result document."""
     sc = scenario.validate()
-    world = sc.load_world()
+    worlds = sc.load_worlds()
     if sc.updater == "llm" and llm is None:
         from glove_ros.core.llm import LlamaBackend, LlmConfig
 
@@ -654,19 +904,21 @@ def run_benchmark(scenario: Scenario, *, llm: Any = None, embedder: Any = None
     arms: dict[str, Any] = {}
     t0 = time.perf_counter()
     for arm in sc.arms:
+        spec = _resolve(arm, arms, sc.janus)
         runs = []
-        for seed in sc.seeds:
-            r = ArmRunner(world, sc, arm, seed, emb, llm).run_all()
-            r["seed"] = seed
-            runs.append(r)
+        for world in worlds:
+            for seed in sc.seeds:
+                r = ArmRunner(world, sc, arm, seed, emb, llm, spec).run_all()
+                r.update(world=world.name, seed=seed, resolved_trigger=spec)
+                runs.append(r)
         arms[arm.label] = _merge(arm.label, arm, runs)
     doc: dict[str, Any] = {
         "benchmark": "janus",
         "scenario": sc.to_dict(),
-        "world": {"name": world.name, "drift_events": [
-            {"type": e.type, "episode": e.episode} for e in world.drift_events()
-            if e.episode is not None]},
-        "phases": phase_plan(world, sc.episodes),
+        "worlds": [{"name": w.name, "waypoints": len(w.waypoint_ids), "colours": list(w.colors),
+                    "drift_events": [{"type": e.type, "episode": e.episode}
+                                     for e in w.drift_events() if e.episode is not None]}
+                   for w in worlds],
         "arms": arms,
         "wall_s": round(time.perf_counter() - t0, 3),
         "paper": PAPER,
@@ -676,25 +928,31 @@ def run_benchmark(scenario: Scenario, *, llm: Any = None, embedder: Any = None
 
 
 def _comparison(arms: Mapping[str, Any]) -> dict[str, Any]:
-    """Points gained over the no-gate arm and comparisons relative to always-compare."""
+    """Paired gains over the no-gate arm (mean and 95% interval over runs), comparisons
+    relative to always-compare and the share of always-compare's gain kept."""
     base = next((a for a in arms.values() if a["trigger"] == "never"), None)
     always = next((a for a in arms.values()
                    if a["trigger"] == "always" and a["scorer"] == "experience"), None)
     out: dict[str, Any] = {}
+    gains_always: dict[str, float] = {}
+    if base is not None and always is not None:
+        for which in _HEADLINE:
+            gains_always[which] = 100 * _mean([
+                _metric(x, which) - _metric(y, which)
+                for x, y in zip(always["runs"], base["runs"], strict=True)])
     for label, a in arms.items():
-        row: dict[str, Any] = {}
+        row: dict[str, Any] = {"comparisons": a["gate"]["comparisons"]}
         if base is not None and a is not base:
-            row["success_points_vs_no_gate"] = round(
-                100 * (a["totals"]["success_rate"] - base["totals"]["success_rate"]), 2)
-            row["final_phase_points_vs_no_gate"] = round(
-                100 * (a["final"]["success_rate"] - base["final"]["success_rate"]), 2)
-            row["plan_accuracy_points_vs_no_gate"] = round(
-                100 * (a["totals"]["plan_accuracy"] - base["totals"]["plan_accuracy"]), 2)
-            # paired by seed: same tasks, starts and injected noise in both arms
-            row["success_points_vs_no_gate_per_seed"] = [
-                round(100 * (x["totals"]["success_rate"] - y["totals"]["success_rate"]), 2)
-                for x, y in zip(a["runs"], base["runs"], strict=True)]
-        if always is not None and always["gate"]["comparisons"] and a["trigger"] != "never":
+            for which in _HEADLINE:
+                per = [round(100 * (_metric(x, which) - _metric(y, which)), 2)
+                       for x, y in zip(a["runs"], base["runs"], strict=True)]
+                row[f"{which}_points_vs_no_gate"] = interval(per)
+                row[f"{which}_points_vs_no_gate_per_run"] = per
+                g_all = gains_always.get(which)
+                if g_all is not None and abs(g_all) > 1e-9 and a is not always:
+                    row[f"{which}_share_of_always_gain"] = round(_mean(per) / g_all, 3)
+        if always is not None and always["gate"]["comparisons"] and a["trigger"] not in (
+                "never", "clean"):
             row["comparisons_vs_always"] = round(
                 a["gate"]["comparisons"] / always["gate"]["comparisons"], 3)
         out[label] = row
@@ -710,100 +968,100 @@ def result_stem(scenario: Scenario) -> str:
     return f"janus_{name}"
 
 
+def _ci(row: Mapping[str, Any], which: str) -> str:
+    g = row.get(f"{which}_points_vs_no_gate")
+    if not g:
+        return "-"
+    ci = g["ci95"]
+    return f"{g['mean']:+.1f}" + (f" [{ci[0]:+.1f},{ci[1]:+.1f}]" if ci else "")
+
+
 def format_table(doc: Mapping[str, Any]) -> str:
     """The comparison table printed by the CLI."""
     sc = doc["scenario"]
     upd = sc["updater"]
-    noise = (f" (wrong facts {upd['wrong_fact_rate']:g}, forgets {upd['forget_rate']:g})"
-             if upd["kind"] == "rule" else " (bundled GGUF, no injected noise)")
-    lines = [f"janus '{sc['name']}' on world '{doc['world']['name']}': {sc['episodes']} tasks x "
-             f"{len(sc['seeds'])} seed(s), updater {upd['kind']}{noise}, "
-             f"planner reads {sc['planner_memory']} memory, step limit {sc['max_steps']}, "
-             f"tau {sc['janus']['tau']:g}"]
-    phase_names = [p["name"] for p in doc["phases"]]
-    injected = sc["updater"]["kind"] == "rule"  # harm is known only when it was injected
-    head = ["arm", "success", *[f"[{n}]" for n in phase_names], "plan acc", "steps",
-            "compared", "rejected", "harmful in", "clean rej", "llm", "wall s", "gate s"]
+    noise = (", ".join(f"{k[:-5]} {v:g}" for k, v in upd.items() if k.endswith("_rate"))
+             if upd["kind"] == "rule" else "LLM reflections, no injected noise")
+    runs = len(sc["worlds"]) * len(sc["seeds"])
+    lines = [f"janus '{sc['name']}' on {', '.join(w['name'] for w in doc['worlds'])}: "
+             f"{sc['episodes']} tasks x {len(sc['seeds'])} seed(s) per world ({runs} runs), "
+             f"planner reads both memories, updater {upd['kind']} ({noise}), step limit "
+             f"{sc['max_steps']}, tau {sc['janus']['tau']:g}"]
+    injected = upd["kind"] == "rule"
+    head = ["arm", "trigger", "later", "held-out", "find", "fetch", "goto", "corr",
+            "new robot", "cmp", "x always", "harm in", "clean rej", "prior/task",
+            "gain later [95%]", "gain held-out [95%]", "gain new robot [95%]", "kept"]
     rows = [head]
+    comp = doc.get("comparison", {})
     for label, a in doc["arms"].items():
-        g = a["gate"]
+        g, h, c = a["gate"], a["heldout"], comp.get(label, {})
         rows.append([
-            label, f"{a['totals']['success_rate']:.1%}",
-            *[f"{p['success_rate']:.1%}" for p in a["phases"]],
-            f"{a['totals']['plan_accuracy']:.1%}", f"{a['totals']['steps_per_task']:.2f}",
-            f"{g['comparisons']:g}", f"{g['rejected']:g}",
-            *([f"{g['harmful_deployed']:g}/{g['harmful_proposed']:g}",
-               f"{g['clean_rejected']:g}"] if injected else ["n/a", "n/a"]),
-            f"{a['llm_calls']:g}", f"{a['wall_s']:.1f}", f"{a['gate_wall_s']:.2f}",
+            label, a["resolved_trigger"], f"{a['later']['success_rate']:.1%}",
+            f"{h['all']:.1%}", f"{h['find']:.1%}", f"{h['fetch']:.1%}", f"{h['goto']:.1%}",
+            f"{h['corridor']:.1%}", f"{h['cold_find']:.1%}", f"{g['comparisons']:g}",
+            f"{c['comparisons_vs_always']:.2f}" if "comparisons_vs_always" in c else "-",
+            f"{g['harmful_deployed']:g}/{g['harmful_proposed']:g}" if injected else "n/a",
+            f"{g['clean_rejected']:g}" if injected else "n/a",
+            f"{a['prior_used_per_task']:.2f}", _ci(c, "later"), _ci(c, "heldout"),
+            _ci(c, "new_robot"),
+            (f"{c['new_robot_share_of_always_gain']:.0%}"
+             if "new_robot_share_of_always_gain" in c else "-"),
         ])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for k, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        lines.append("  ".join(x.ljust(w) if i < 2 else x.rjust(w)
+                               for i, (x, w) in enumerate(zip(r, widths, strict=True))))
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
-    comp = doc.get("comparison", {})
-    for label, row in comp.items():
-        parts = []
-        if "success_points_vs_no_gate" in row:
-            per = row["success_points_vs_no_gate_per_seed"]
-            spread = (f", per seed {min(per):+.1f}..{max(per):+.1f}" if len(per) > 1 else "")
-            parts.append(f"{row['success_points_vs_no_gate']:+.1f} pts success{spread} "
-                         f"({row['final_phase_points_vs_no_gate']:+.1f} final phase, "
-                         f"{row['plan_accuracy_points_vs_no_gate']:+.1f} plan accuracy) vs no gate")
-        if "comparisons_vs_always" in row and doc["arms"][label]["trigger"] != "always":
-            parts.append(f"{row['comparisons_vs_always']:.2f}x the comparisons of always")
-        if parts:
-            lines.append(f"{label}: " + "; ".join(parts))
     p = doc["paper"]
     lines.append(f"paper: +{p['accuracy_gain_points'][0]} to +{p['accuracy_gain_points'][1]} "
                  "points average accuracy with Janus; momentum trigger: fewer comparisons than "
                  "always-compare at similar or better accuracy")
-    lines.append("plan acc: share of colours whose rehearsed first goal from the dock holds the "
-                 "block (after each task); harmful in: injected harmful candidates deployed / "
-                 "proposed; clean rej: candidates without injected harm rejected")
+    lines.append("later: task success in the second half of each run; held-out: questions "
+                 "from start waypoints tasks never start from (find, fetch, go-to, corridor, "
+                 "find by a new robot with empty experience memory), "
+                 "simulator truth; cmp: comparisons per run; harm in: injected harmful "
+                 "candidates deployed / proposed; prior/task: first options plan memory "
+                 "changed per task; gain: paired points vs never over runs, 95% t-interval; "
+                 "kept: share of always-compare's new-robot gain")
     return "\n".join(lines)
 
 
-def write_plot(doc: Mapping[str, Any], path: Path, window: int = 8) -> None:
-    """Per arm over tasks (first seed): rolling success, plan-memory accuracy, cumulative
-    comparisons; drift events marked."""
+def write_plot(doc: Mapping[str, Any], path: Path) -> None:
+    """The Pareto view: gain over no gate (later-half success; held-out accuracy; new-robot
+    find) against comparisons per run, every trigger, 95% intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(3, 1, figsize=(8.5, 8.5), sharex=True)
-    for label, a in doc["arms"].items():
-        eps = a["runs"][0]["episodes"]
-        x = np.array([e["episode"] for e in eps])
-        ok = np.array([1.0 if e["success"] else 0.0 for e in eps])
-        k = max(1, min(window, len(ok)))
-        roll = np.array([ok[max(0, i - k + 1): i + 1].mean() for i in range(len(ok))])
-        acc = np.array([e["plan_accuracy"] for e in eps])
-        comps = np.cumsum([1 if e["triggered"] else 0 for e in eps])
-        ls = "-" if a["trigger"] == "momentum" and a["scorer"] == "experience" else (
-            ":" if a["trigger"] == "never" else "--")
-        lw = 2.4 if ls == "-" else 1.5
-        axes[0].plot(x, roll, ls, linewidth=lw, label=label, drawstyle="steps-post")
-        axes[1].plot(x, acc, ls, linewidth=lw, label=label, drawstyle="steps-post")
-        axes[2].plot(x, comps, ls, linewidth=lw, label=label, drawstyle="steps-post")
-    axes[0].set_ylim(-0.05, 1.1)
-    axes[0].set_ylabel(f"task success (rolling {window})")
-    axes[1].set_ylim(-0.05, 1.1)
-    axes[1].set_ylabel("plan-memory accuracy")
-    axes[2].set_ylabel("comparisons (cumulative)")
-    axes[2].set_xlabel("task")
-    for ax in axes:
-        for e in doc["world"]["drift_events"]:
-            ax.axvline(e["episode"], color="red", linestyle="--", linewidth=1)
-            ax.text(e["episode"], ax.get_ylim()[1], f" {e['type']}", color="red", fontsize=7,
-                    va="top")
-    axes[0].legend(fontsize=7, loc="lower left", ncol=2)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    comp = doc.get("comparison", {})
+    for ax, which, title in ((axes[0], "later", "task success, later half"),
+                             (axes[1], "heldout", "held-out questions, all kinds"),
+                             (axes[2], "new_robot", "held-out find, new robot")):
+        for label, a in doc["arms"].items():
+            g = comp.get(label, {}).get(f"{which}_points_vs_no_gate")
+            if a["trigger"] == "never":
+                ax.plot(0, 0, "ks")
+                ax.annotate("never", (0, 0), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+                continue
+            if not g:
+                continue
+            x = a["gate"]["comparisons"]
+            ci = g["ci95"] or [g["mean"], g["mean"]]
+            ax.errorbar(x, g["mean"], yerr=[[g["mean"] - ci[0]], [ci[1] - g["mean"]]],
+                        fmt="D" if a["trigger"] == "clean" else "o", capsize=3)
+            ax.annotate(label, (x, g["mean"]), fontsize=7, xytext=(4, 3),
+                        textcoords="offset points")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xlabel("comparisons per run")
+        ax.set_ylabel("points vs no gate (95% CI)")
+        ax.set_title(title, fontsize=10)
     sc = doc["scenario"]
-    gain = doc["paper"]["accuracy_gain_points"]
-    axes[0].set_title(f"Janus '{sc['name']}' (seed {sc['seeds'][0]}); paper: +{gain[0]}..+"
-                      f"{gain[1]} pts with Janus", fontsize=10)
+    fig.suptitle(f"Janus '{sc['name']}' on the real wiring ({len(sc['worlds'])} worlds x "
+                 f"{len(sc['seeds'])} seeds): gain vs comparisons", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -824,7 +1082,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", default="", metavar="S,S,...",
                         help="override the seeds, e.g. 0,1,2")
     parser.add_argument("--arms", default="", metavar="SPEC,SPEC",
-                        help="override the arms by trigger spec, e.g. never,momentum,always")
+                        help="override the arms by trigger spec, e.g. never,evidence,always")
     parser.add_argument("--embedder", choices=EMBEDDERS, default=None,
                         help="override the scenario's embedder")
     parser.add_argument("--tau", type=float, default=None,
@@ -859,7 +1117,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the benchmark from parsed arguments; 0 on success, 2 on bad input."""
     try:
         sc = _overrides(load_scenario(args.scenario), args)
-        sc.load_world()
+        sc.load_worlds()
     except (ValueError, FileNotFoundError, TypeError) as exc:
         print(f"glove-ros bench janus: {exc}", file=sys.stderr)
         return 2
