@@ -20,7 +20,7 @@ TINY = str(Path(__file__).resolve().parent.parent / "bench" / "scenarios"
 
 @pytest.fixture(scope="module")
 def doc():
-    return bench.run_benchmark(bench.load_scenario(TINY), ("writer_only", "rule"))
+    return bench.run_benchmark(bench.load_scenario(TINY))
 
 
 def test_document_shape(doc):
@@ -29,7 +29,7 @@ def test_document_shape(doc):
     sc = doc["scenario"]
     assert sc["name"] == "tiny" and sc["world"] == "small" and sc["episodes"] == 16
     assert sc["drift_events"] == [{"type": "swap_blocks", "episode": 3}]
-    assert set(doc["arms"]) == {"writer_only", "rule"}
+    assert set(doc["arms"]) == {"writer_only", "dedup_recency", "rule"}
     for arm in doc["arms"].values():
         assert len(arm["episodes"]) == 16
         e = arm["episodes"][0]
@@ -38,7 +38,7 @@ def test_document_shape(doc):
         assert set(arm["summary"]) >= {"success_rate", "final_tokens", "final_entries",
                                        "mean_tokens_second_half", "runs_committed",
                                        "mean_fan_in", "llm_tokens", "mean_run_s"}
-    assert doc["arms"]["writer_only"]["runs"] == []
+    assert doc["arms"]["writer_only"]["runs"] == [] == doc["arms"]["dedup_recency"]["runs"]
     runs = doc["arms"]["rule"]["runs"]
     assert len(runs) == 4 and all(r["status"] == "committed" for r in runs)
     assert {"tokens_before", "tokens_after", "compression", "fan_in_mean", "elapsed_s",
@@ -107,6 +107,38 @@ def test_cli_main_writes_json_and_png(tmp_path, capsys):
     d = json.loads((tmp_path / "consolidation_tiny.json").read_text())
     assert d["scenario"]["episodes"] == 8 and len(d["arms"]["rule"]["runs"]) == 2
     assert (tmp_path / "consolidation_tiny.png").stat().st_size > 1000
-    assert "compression" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dedup_recency" in out and "vs baseline" in out
     bad = p.parse_args(["--scenario", str(tmp_path / "nope.yaml"), "--out", str(tmp_path)])
     assert bench.main(bad) == 2
+
+
+def test_dedup_recency_baseline_keeps_newest_distinct_entries_within_budget():
+    from glove_ros.core.plan_memory import PlanEntry
+
+    def e(i, body, kind="semantic"):
+        return PlanEntry(kind, f"n{i}", body, entry_id=i)
+
+    entries = [e(1, "Saw the red block at kitchen (episode ep001)."),
+               e(2, "No block seen at hall (episode ep001)."),
+               e(3, "Saw the red block at kitchen (episode ep002)."),
+               e(4, "Saw the red block at office (episode ep003)."),
+               e(5, "The corridor between hall and lab was blocked (episode ep003).", "negative")]
+    assert sorted(bench.dedup_recency(entries, 10_000)) == ["n1"]  # duplicate, older
+    tight = bench.dedup_recency(entries, bench.memory_tokens(entries[3:]))
+    assert sorted(tight) == ["n1", "n2", "n3"]  # only the two newest fit
+
+
+def test_baseline_and_curve_in_the_document(doc):
+    base, rule = doc["arms"]["dedup_recency"], doc["arms"]["rule"]
+    assert doc["scenario"]["baseline_budget_tokens"] == 300
+    curve = doc["curve"]
+    assert [r["episodes"] for r in curve] == [4, 8, 12, 16]
+    for r in curve[:-1]:  # right after a dock the baseline fits its budget
+        assert r["dedup_recency"] <= 300 and r["rule_vs_baseline"] > 0
+    assert doc["ratios"]["rule_vs_baseline_second_half"] == round(
+        base["summary"]["mean_tokens_second_half"] / rule["summary"]["mean_tokens_second_half"],
+        2)
+    assert "rule_later_success_minus_baseline" in doc["ratios"]
+    assert rule["summary"]["rejection_rate"] == 0.0
+    assert rule["summary"]["heldout_judged_runs"] == 4

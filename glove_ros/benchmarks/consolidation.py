@@ -11,6 +11,10 @@ are found by driving into them, and a look misses a block with probability ``mis
 consolidation does with the memory:
 
   writer_only   fast writes only (the paper's "Writer-only")
+  dedup_recency the strongest non-consolidating baseline: at every dock, duplicate facts
+                (same text up to the episode id) are dropped, newest kept, then the oldest
+                entries are pruned until memory fits ``baseline_budget_tokens`` (default:
+                the planner's budget -- a memory the planner reads whole), ReMEmbR-style
   rule          + the deterministic consolidator at every dock (every ``every_k`` episodes)
   llm           + the local LLM consolidator (bundled SmolLM2-135M, or ``--model PATH``)
 
@@ -41,6 +45,8 @@ Scenario YAML (``bench/scenarios/consolidation_*.yaml``)::
   miss_rate: 0.05               # probability that a look misses a block
   every_k: 10                   # the robot docks after every k episodes
   planner_budget_tokens: 400    # memory budget of the rehearsed planner
+  baseline_budget_tokens: 400   # token budget of the dedup_recency baseline (default: the
+                                # planner budget)
   events: []                    # extra world events (world-file syntax), appended
   consolidation: {}             # ConsolidationConfig fields for the rule arm
   llm:                          # the llm arm (--consolidator llm|both)
@@ -62,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -83,7 +90,7 @@ from glove_ros.core.consolidation import (
     rehearse_corridor,
     rehearse_find,
 )
-from glove_ros.core.plan_memory import PlanMemoryStore
+from glove_ros.core.plan_memory import Edit, PlanEntry, PlanMemoryStore
 from glove_ros.core.sim import WorldState
 from glove_ros.core.updater import EpisodeOutcome, Observation, Traversal
 from glove_ros.core.world import World, edge_key, load_world
@@ -103,7 +110,7 @@ __all__ = [
     "write_plot",
 ]
 
-ARMS = ("writer_only", "rule", "llm")
+ARMS = ("writer_only", "dedup_recency", "rule", "llm")
 DEFAULT_OUT = Path("bench/results")
 
 #: Auto-Dreamer's reported numbers (papers/auto-dreamer.md), quoted next to ours.
@@ -148,10 +155,12 @@ class Scenario:
     consolidation: Mapping[str, Any] = field(default_factory=dict)
     llm: Mapping[str, Any] = field(default_factory=lambda: dict(_LLM_KEYS))
     file: str = ""
+    baseline_budget_tokens: int = 0
 
 
 _TOP = {"name", "description", "world", "episodes", "seed", "start", "max_drives", "miss_rate",
-        "every_k", "planner_budget_tokens", "events", "consolidation", "llm"}
+        "every_k", "planner_budget_tokens", "baseline_budget_tokens", "events",
+        "consolidation", "llm"}
 
 
 def parse_scenario(data: Any, default_name: str = "scenario", file: str = "") -> Scenario:
@@ -202,7 +211,7 @@ def parse_scenario(data: Any, default_name: str = "scenario", file: str = "") ->
         str(data.get("name") or default_name), world, episodes, as_int("seed", 0, 0), start,
         as_int("max_drives", 14, 1), float(miss), as_int("every_k", 10, 1),
         as_int("planner_budget_tokens", 400, 16), str(data.get("description", "")),
-        dict(cons), llm, file,
+        dict(cons), llm, file, as_int("baseline_budget_tokens", 0, 0),
     )
     if not world.colors:
         raise ScenarioError(f"world {world.name!r} has no blocks: nothing to search for")
@@ -228,6 +237,10 @@ def load_scenario(path: str | Path) -> Scenario:
         return parse_scenario(data, stem or "scenario", str(p))
     except ScenarioError as exc:
         raise ScenarioError(f"{p}: {exc}") from exc
+
+
+def _baseline_budget(sc: Scenario) -> int:
+    return sc.baseline_budget_tokens or sc.planner_budget_tokens
 
 
 def _rule_config(sc: Scenario) -> ConsolidationConfig:
@@ -316,6 +329,38 @@ def _watched_edges(world: World) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+_EPISODE_REF = re.compile(r"\s*\(?\b(?:in\s+)?episode\s+\S+?\)?(?=[.;,]|$)", re.IGNORECASE)
+
+
+def dedup_recency(entries: Sequence[PlanEntry], budget_tokens: int) -> list[str]:
+    """The strongest non-consolidating baseline's pruning: names of the entries to drop.
+
+    Duplicates -- the same kind and text once the episode reference is taken out ("Saw the
+    red block at kitchen (episode ep004).") -- keep only their newest entry; then the oldest
+    entries are dropped until the rest fits ``budget_tokens`` (:func:`memory_tokens`). No
+    rewriting, no merging: only selection.
+    """
+    newest_first = sorted(entries, key=lambda e: -(e.entry_id or 0))
+    seen: set[tuple[str, str]] = set()
+    keep: list[PlanEntry] = []
+    drop: list[str] = []
+    for e in newest_first:
+        key = (e.kind, _EPISODE_REF.sub("", e.body).strip().lower())
+        if key in seen:
+            drop.append(e.name)
+            continue
+        seen.add(key)
+        keep.append(e)
+    used = 0
+    for e in keep:
+        cost = memory_tokens([e])
+        if used + cost > budget_tokens:
+            drop.append(e.name)
+            continue
+        used += cost
+    return drop
+
+
 @dataclass
 class _Arm:
     name: str
@@ -338,6 +383,9 @@ def _run_doc(ep: int, r: ConsolidationReport) -> dict[str, Any]:
         "synthesized": r.synthesized, "fan_in_mean": round(r.fan_in_mean, 3),
         "fan_in_max": r.fan_in_max, "steps": r.steps, "llm_tokens": r.llm_tokens,
         "elapsed_s": round(r.elapsed_s, 4),
+        "heldout_judged": None if ev is None else ev.heldout_judged,
+        "heldout_old": None if ev is None or ev.heldout_old is None else round(ev.heldout_old, 4),
+        "heldout_new": None if ev is None or ev.heldout_new is None else round(ev.heldout_new, 4),
         "utility_old": None if ev is None else round(ev.utility_old, 4),
         "utility_new": None if ev is None else round(ev.utility_new, 4),
         "counterfactual": None if ev is None else round(ev.counterfactual, 4),
@@ -345,7 +393,7 @@ def _run_doc(ep: int, r: ConsolidationReport) -> dict[str, Any]:
     }
 
 
-def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "rule"),
+def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "dedup_recency", "rule"),
                   model_path: str = "", log: Any = None) -> dict[str, Any]:
     """Run the arms side by side on one stream; returns the JSON document."""
     for a in arms:
@@ -410,6 +458,13 @@ def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "rule"),
                 arm.write_s += time.perf_counter() - t0
             if (ep + 1) % sc.every_k == 0:
                 for arm in state_arms:
+                    if arm.name == "dedup_recency":
+                        drop = dedup_recency(arm.store.entries(), _baseline_budget(sc))
+                        if drop:
+                            arm.store.apply([Edit.remove(n, "dedup + recency pruning")
+                                             for n in drop], source="baseline",
+                                            reason="dedup + recency pruning at the dock")
+                        continue
                     if arm.consolidator is None:
                         continue
                     r = arm.consolidator.run(arm.policy_factory(), reason="docked")
@@ -438,8 +493,13 @@ def _summary(arm: _Arm, sc: Scenario, drift_at: int | None) -> dict[str, Any]:
           ("committed", "rejected", "aborted", "cancelled", "unchanged", "skipped")}
     committed = [r for r in runs if r["status"] == "committed"]
     half = eps[n // 2:] or eps
+    judged = [r for r in runs if r.get("heldout_judged")]
     return {
         "success_rate": round(float(np.mean(ok)), 4) if ok else 0.0,
+        "success_rate_second_half": round(float(np.mean([e["success"] for e in half])), 4)
+        if half else 0.0,
+        "rejection_rate": round(st["rejected"] / len(runs), 4) if runs else 0.0,
+        "heldout_judged_runs": len(judged),
         "success_rate_after_drift": round(float(np.mean(after)), 4) if after else None,
         "corridor_accuracy": round(corr / corr_n, 4) if corr_n else None,
         "final_tokens": eps[-1]["tokens"] if eps else 0,
@@ -474,6 +534,33 @@ def _document(sc: Scenario, arms: Sequence[_Arm], watched: Sequence[tuple[str, s
                 if s["mean_tokens_second_half"] else None
             ratios[f"{name}_success_minus_writer_only"] = round(
                 s["success_rate"] - base["success_rate"], 4)
+    strong = summaries.get("dedup_recency")
+    if strong:
+        for name, s in summaries.items():
+            if name in ("writer_only", "dedup_recency"):
+                continue
+            ratios[f"{name}_vs_baseline_final"] = round(
+                strong["final_tokens"] / s["final_tokens"], 2) if s["final_tokens"] else None
+            ratios[f"{name}_vs_baseline_second_half"] = round(
+                strong["mean_tokens_second_half"] / s["mean_tokens_second_half"], 2) \
+                if s["mean_tokens_second_half"] else None
+            ratios[f"{name}_later_success_minus_baseline"] = round(
+                s["success_rate_second_half"] - strong["success_rate_second_half"], 4)
+    curve = []
+    by = {a.name: a.episodes for a in arms}
+    for i in range(sc.every_k - 1, sc.episodes, sc.every_k):
+        nxt = min(i + 1, sc.episodes - 1)  # memory as the next episode reads it
+        row: dict[str, Any] = {"episodes": i + 1}
+        for name, eps in by.items():
+            row[name] = eps[nxt]["tokens"] if nxt > i else eps[i]["tokens"]
+        for name in by:
+            if name in ("writer_only", "dedup_recency") or not row[name]:
+                continue
+            if "writer_only" in row:
+                row[f"{name}_vs_writer_only"] = round(row["writer_only"] / row[name], 2)
+            if "dedup_recency" in row:
+                row[f"{name}_vs_baseline"] = round(row["dedup_recency"] / row[name], 2)
+        curve.append(row)
     return {
         "benchmark": "consolidation",
         "scenario": {
@@ -481,6 +568,7 @@ def _document(sc: Scenario, arms: Sequence[_Arm], watched: Sequence[tuple[str, s
             "world": w.name, "episodes": sc.episodes, "seed": sc.seed, "start": sc.start,
             "max_drives": sc.max_drives, "miss_rate": sc.miss_rate, "every_k": sc.every_k,
             "planner_budget_tokens": sc.planner_budget_tokens,
+            "baseline_budget_tokens": _baseline_budget(sc),
             "drift_events": [{"type": e.type, "episode": e.episode} for e in w.drift_events()],
             "watched_corridors": [list(e) for e in watched],
         },
@@ -493,6 +581,7 @@ def _document(sc: Scenario, arms: Sequence[_Arm], watched: Sequence[tuple[str, s
         "arms": {a.name: {"summary": summaries[a.name], "runs": a.runs, "episodes": a.episodes}
                  for a in arms},
         "ratios": ratios,
+        "curve": curve,
     }
 
 
@@ -505,9 +594,9 @@ def format_table(doc: Mapping[str, Any]) -> str:
     lines = [f"consolidation '{sc['name']}' on world {sc['world']}: {sc['episodes']} tasks, "
              f"dock every {sc['every_k']}, planner budget {sc['planner_budget_tokens']} tokens, "
              f"miss rate {sc['miss_rate']:g}"]
-    head = ["arm", "success", "after drift", "corridors", "final tokens", "entries",
-            "compression", "tokens 2nd half", "compression", "runs c/r/a", "s/run", "LLM tok",
-            "fan-in"]
+    head = ["arm", "success", "2nd half", "after drift", "corridors", "final tokens",
+            "entries", "vs writer", "tokens 2nd half", "vs writer", "vs baseline",
+            "runs c/r/a", "s/run", "LLM tok", "fan-in"]
     rows = [head]
     ratios = doc.get("ratios", {})
     for name, a in doc["arms"].items():
@@ -515,13 +604,16 @@ def format_table(doc: Mapping[str, Any]) -> str:
         comp = ratios.get(f"{name}_compression_final")
         comp2 = ratios.get(f"{name}_compression_second_half")
         after = s["success_rate_after_drift"]
+        vsb = ratios.get(f"{name}_vs_baseline_second_half")
         rows.append([
-            name, f"{s['success_rate']:.1%}", "-" if after is None else f"{after:.1%}",
+            name, f"{s['success_rate']:.1%}", f"{s['success_rate_second_half']:.1%}",
+            "-" if after is None else f"{after:.1%}",
             "-" if s["corridor_accuracy"] is None else f"{s['corridor_accuracy']:.1%}",
             str(s["final_tokens"]), str(s["final_entries"]),
             "1.00x" if name == "writer_only" else ("-" if comp is None else f"{comp:.2f}x"),
             f"{s['mean_tokens_second_half']:.0f}",
             "1.00x" if name == "writer_only" else ("-" if comp2 is None else f"{comp2:.2f}x"),
+            "1.00x" if name == "dedup_recency" else ("-" if vsb is None else f"{vsb:.2f}x"),
             f"{s['runs_committed']}/{s['runs_rejected']}/{s['runs_aborted']}",
             f"{s['mean_run_s']:.3f}", str(s["llm_tokens"]),
             f"{s['mean_fan_in']:.1f} (max {s['max_fan_in']})",
@@ -537,8 +629,16 @@ def format_table(doc: Mapping[str, Any]) -> str:
     lines.append("paper: " + p["claim"] + "; writer-only -> untrained: " + ", ".join(
         f"{env} {v['tokens'][0]} -> {v['tokens'][1]} tokens ({v['compression']}x), success "
         f"{v['success'][0]} -> {v['success'][1]}%" for env, v in u.items()))
-    lines.append("success = rehearsed first goal is where the block really is; corridors = "
-                 "memory's belief about each event-touched corridor matches the world")
+    lines.append("success = rehearsed first goal is where the block really is; 2nd half = "
+                 "the later half of the stream; corridors = memory's belief about each "
+                 "event-touched corridor matches the world; vs baseline = dedup_recency's "
+                 "mean tokens (2nd half) / this arm's; runs c/r/a = committed / rejected "
+                 "(held-out or in-sample acceptance) / aborted")
+    curve = doc.get("curve", [])
+    if curve and "rule_vs_baseline" in curve[0]:
+        pts = curve[:: max(1, len(curve) // 6)] + ([curve[-1]] if len(curve) > 6 else [])
+        lines.append("rule vs baseline over the stream: " + ", ".join(
+            f"{r['episodes']} eps {r.get('rule_vs_baseline', 0):.1f}x" for r in pts))
     return "\n".join(lines)
 
 
@@ -551,7 +651,7 @@ def write_plot(doc: Mapping[str, Any], path: Path, window: int = 10) -> None:
 
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8.0, 6.5), sharex=True)
     styles = {"writer_only": ("-", "tab:gray"), "rule": ("-", "tab:blue"),
-              "llm": ("--", "tab:orange")}
+              "llm": ("--", "tab:orange"), "dedup_recency": (":", "tab:green")}
     for name, a in doc["arms"].items():
         eps = a["episodes"]
         ls, col = styles.get(name, ("-", None))
@@ -613,8 +713,9 @@ def main(args: argparse.Namespace) -> int:
     except (ScenarioError, FileNotFoundError) as exc:
         print(f"glove-ros bench consolidation: {exc}", file=sys.stderr)
         return 2
-    arms = {"rule": ("writer_only", "rule"), "llm": ("writer_only", "llm"),
-            "both": ("writer_only", "rule", "llm")}[args.consolidator]
+    arms = {"rule": ("writer_only", "dedup_recency", "rule"),
+            "llm": ("writer_only", "dedup_recency", "llm"),
+            "both": ("writer_only", "dedup_recency", "rule", "llm")}[args.consolidator]
     try:
         doc = run_benchmark(sc, arms, args.model,
                             log=(lambda m: print(m, file=sys.stderr)) if not args.json else None)
