@@ -210,3 +210,46 @@ def test_consolidate_action_dry_run_commit_undo_and_fast_writes(tmp_path):
                 assert s.journal()[-1].trace["drives"] == [["hall", "lab", False, 101]]
     finally:
         assert node_proc.stop() == 0, node_proc.log()
+
+
+class _FakeLlm:
+    """Counts loads and releases (a test double for LlamaBackend)."""
+
+    model_path = "fake.gguf"
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self.loads = self.closes = 0
+
+    def load(self):
+        self.loaded, self.loads = True, self.loads + 1
+        return self
+
+    def close(self) -> None:
+        self.loaded, self.closes = False, self.closes + 1
+
+
+def test_llm_is_loaded_only_for_a_run_and_released_after():
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from glove_ros.nodes.consolidation_node import ConsolidationNode
+
+    rclpy.init()
+    try:
+        node = ConsolidationNode()
+        fake = node._llm = _FakeLlm()
+        node._load_llm()
+        assert fake.loaded and fake.loads == 1
+        node._load_llm()  # already loaded: no second load
+        node._release_llm()
+        assert not fake.loaded and fake.closes == 1
+        node._release_llm()  # idempotent
+        assert fake.closes == 1
+        node.set_parameters([Parameter("llm.keep_loaded", value=True)])
+        node._load_llm()
+        node._release_llm()
+        assert fake.loaded and fake.loads == 2  # kept between runs when asked
+        node.destroy_node()
+    finally:
+        rclpy.shutdown()

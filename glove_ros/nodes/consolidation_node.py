@@ -20,7 +20,9 @@ Interfaces (relative names; remap in launch):
   pub  consolidation_report   std_msgs/String        JSON report of every finished run
 
 Lifecycle: configure validates the parameters and opens the database (the LLM file is
-checked); activate loads the LLM (``consolidator: llm``) and opens the interfaces;
+checked); activate opens the interfaces; the LLM (``consolidator: llm``) is loaded when a
+run starts -- on the dock -- and released when it ends (``llm.keep_loaded`` keeps it:
+off-robot only; on the Orin CPU and GPU share one memory);
 deactivate cancels a running consolidation, closes the interfaces and releases the LLM;
 cleanup closes the database.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -108,6 +111,9 @@ PARAMS = (
     Param("llm.timeout_s", 30.0, "wall-clock bound of one LLM call (how fast a cancel is "
           "honoured)", read_only=True),
     Param("llm.seed", 0, "sampling seed", read_only=True),
+    Param("llm.keep_loaded", False, "keep the model in memory between runs; default false: it "
+          "is loaded when a run starts (on the dock) and released when it ends -- the Orin "
+          "shares its memory between CPU and GPU"),
 )
 
 
@@ -201,13 +207,13 @@ class ConsolidationNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        if self._llm is not None:
+        if self._llm is not None and self.get_parameter("llm.keep_loaded").value:
             try:
                 self._llm.load()
             except LlmLoadError as exc:
                 self.get_logger().error(f"cannot load the LLM: {exc}")
                 return TransitionCallbackReturn.FAILURE
-            self.get_logger().info(f"LLM loaded: {self._llm.model_path}")
+            self.get_logger().info(f"LLM loaded (kept between runs): {self._llm.model_path}")
         subs = MutuallyExclusiveCallbackGroup()
         reentrant = ReentrantCallbackGroup()
         self._report_pub = self.create_publisher(String, "consolidation_report", 10)
@@ -396,12 +402,17 @@ class ConsolidationNode(LifecycleNode):
                     last_tool=p.last_tool))
 
             dry = bool(goal.dry_run) or bool(self.get_parameter("dry_run").value)
-            report = cons.run(
-                self._policy(), reason=goal.reason or "request", dry_run=dry,
-                max_steps=int(goal.max_steps) or None, max_tokens=int(goal.max_tokens) or None,
-                should_cancel=lambda: self._cancel.is_set() or handle.is_cancel_requested,
-                on_progress=feedback)
-        except Exception as exc:  # a database failure must not kill the node
+            self._load_llm()
+            try:
+                report = cons.run(
+                    self._policy(), reason=goal.reason or "request", dry_run=dry,
+                    max_steps=int(goal.max_steps) or None,
+                    max_tokens=int(goal.max_tokens) or None,
+                    should_cancel=lambda: self._cancel.is_set() or handle.is_cancel_requested,
+                    on_progress=feedback)
+            finally:
+                self._release_llm()
+        except Exception as exc:  # a database or model-load failure must not kill the node
             self.get_logger().error(f"consolidation failed: {exc}")
             result.committed, result.message = False, f"error: {exc}; memory unchanged"
             handle.abort()
@@ -427,6 +438,24 @@ class ConsolidationNode(LifecycleNode):
             handle.succeed()
         self._finish()
         return result
+
+    def _load_llm(self) -> None:
+        """Load the consolidation model for this run (LlmLoadError: the run fails, memory
+        unchanged)."""
+        if self._llm is None or self._llm.loaded:
+            return
+        t0 = time.monotonic()
+        self._llm.load()
+        self.get_logger().info(f"LLM loaded for this run in {time.monotonic() - t0:.1f} s: "
+                               f"{self._llm.model_path}")
+
+    def _release_llm(self) -> None:
+        """Release the model after the run unless ``llm.keep_loaded``."""
+        if self._llm is None or not self._llm.loaded or \
+                self.get_parameter("llm.keep_loaded").value:
+            return
+        self._llm.close()
+        self.get_logger().info("LLM released (loaded only while consolidating)")
 
     def _finish(self) -> None:
         with self._lock:
