@@ -548,11 +548,11 @@ def _document(sc: Scenario, arms: Sequence[_Arm], watched: Sequence[tuple[str, s
                 s["success_rate_second_half"] - strong["success_rate_second_half"], 4)
     curve = []
     by = {a.name: a.episodes for a in arms}
-    for i in range(sc.every_k - 1, sc.episodes, sc.every_k):
-        nxt = min(i + 1, sc.episodes - 1)  # memory as the next episode reads it
+    for i in range(sc.every_k - 1, sc.episodes - 1, sc.every_k):
+        # active tokens right after the dock: the memory the next episode reads
         row: dict[str, Any] = {"episodes": i + 1}
         for name, eps in by.items():
-            row[name] = eps[nxt]["tokens"] if nxt > i else eps[i]["tokens"]
+            row[name] = eps[i + 1]["tokens"]
         for name in by:
             if name in ("writer_only", "dedup_recency") or not row[name]:
                 continue
@@ -636,7 +636,8 @@ def format_table(doc: Mapping[str, Any]) -> str:
                  "(held-out or in-sample acceptance) / aborted")
     curve = doc.get("curve", [])
     if curve and "rule_vs_baseline" in curve[0]:
-        pts = curve[:: max(1, len(curve) // 6)] + ([curve[-1]] if len(curve) > 6 else [])
+        step = max(1, len(curve) // 6)
+        pts = curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else [])
         lines.append("rule vs baseline over the stream: " + ", ".join(
             f"{r['episodes']} eps {r.get('rule_vs_baseline', 0):.1f}x" for r in pts))
     return "\n".join(lines)
