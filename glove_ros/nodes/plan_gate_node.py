@@ -107,7 +107,7 @@ PARAMS = (
     Param("janus.seed", 0, "seed of k-means and of the random trigger"),
     Param("janus.accept_ties", True, "keep a candidate that scores equal to the old memory "
           "(the rehearsal sees only the first goal: routes and corridor lessons tie)"),
-    Param("trigger", "momentum", "momentum | evidence | evidence+momentum | always | never | "
+    Param("trigger", "evidence", "evidence | momentum | evidence+momentum | always | never | "
           "periodic:K | random:P (evidence: compare when experience memory speaks against "
           "the update; see docs/janus.md)"),
     Param("embedder", "onnx", "'onnx' (all-MiniLM-L6-v2 int8) or 'hashing' (tests only)"),
