@@ -38,6 +38,7 @@ them; cleanup closes the database.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -45,9 +46,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
@@ -211,7 +214,7 @@ class MemoryNode(LifecycleNode):
         self._committer: GroupCommitter | None = None
         self._writer_lock: WriterLock | None = None
         self._write_lock = threading.RLock()
-        self._write_group = MutuallyExclusiveCallbackGroup()  # the transitions topic, in order
+        self._intake: Intake | None = None  # the transitions topic, on its own thread
         self._call_group = ReentrantCallbackGroup()  # service callers wait for their commit
         self._read_group = ReentrantCallbackGroup()  # queries never wait for writes
         self._handles: list[Any] = []
@@ -242,8 +245,9 @@ class MemoryNode(LifecycleNode):
         if values["verifier.enabled"]:
             self._verifier = GloveVerifier(self._store, verifier_config(values))
             self._verifier.phase = str(values["verifier.phase"])
-        self._committer = GroupCommitter(
-            self._store.transaction, self._apply, committed=self._after_commit,
+        self._committer = GroupCommitter(  # _apply is atomic per item: no extra savepoint
+            self._store.transaction, self._apply, savepoint=contextlib.nullcontext,
+            committed=self._after_commit,
             failed=self._after_failure, lock=self._write_lock, config=ingest_config(values))
         stats = self._store.stats()
         # publishers live from configure to cleanup (as ros2/demos lifecycle_py does), so a
@@ -260,10 +264,9 @@ class MemoryNode(LifecycleNode):
         self._store.add_listener(self._publish_event)
         depth = int(self.get_parameter("ingest.depth").value)
         qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+        self._intake = Intake(self, self.resolve_topic_name("transitions"), qos,
+                              self._on_transition, self._on_lost)
         self._handles = [
-            self.create_subscription(TransitionMsg, "transitions", self._on_transition, qos,
-                                     callback_group=self._write_group,
-                                     **_lost_counter(self._on_lost)),
             self.create_service(RecordTransition, "record_transition", self._on_record,
                                 callback_group=self._call_group),
             self.create_service(QueryMemory, "query_memory", self._on_query,
@@ -279,6 +282,9 @@ class MemoryNode(LifecycleNode):
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._intake is not None:
+            self._intake.close()
+            self._intake = None
         destroy_handles(self, self._handles)
         if self._stats_timer is not None:
             self.destroy_timer(self._stats_timer)
@@ -297,6 +303,14 @@ class MemoryNode(LifecycleNode):
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         return self.on_cleanup(state)
+
+    def destroy_node(self) -> None:
+        """Stop the intake thread and commit what is queued before the node goes away."""
+        if self._intake is not None:
+            self._intake.close()
+            self._intake = None
+        self._close()
+        super().destroy_node()
 
     def _close(self) -> None:
         if self._committer is not None:
@@ -571,6 +585,42 @@ class MemoryNode(LifecycleNode):
                         f"{len(result.probe_requests)} probe request(s)")
         self.get_logger().info(f"reverify_negatives: {resp.message}")
         return resp
+
+
+class Intake:
+    """The ``transitions`` subscription on a helper node spun by its own thread.
+
+    Taking a message through the node's MultiThreadedExecutor costs a wait-set rebuild over
+    every service of a lifecycle node and a thread-pool hand-off, per message; a dedicated
+    single-threaded executor over one subscription takes messages several times faster and
+    never waits behind a service call. The helper subscribes to the already resolved
+    (remapped, namespaced) topic name and ignores global arguments, so a ``__node`` remap
+    cannot rename it.
+    """
+
+    def __init__(self, owner: Any, topic: str, qos: Any, callback: Any, lost: Any) -> None:
+        self.node = rclpy.create_node(
+            f"{owner.get_name()}_intake", namespace=owner.get_namespace(),
+            context=owner.context, use_global_arguments=False,
+            start_parameter_services=False)
+        self.sub = self.node.create_subscription(TransitionMsg, topic, callback, qos,
+                                                 **_lost_counter(lost))
+        self.executor = SingleThreadedExecutor(context=owner.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, name="memory-intake", daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # context shut down under us: the node is going away
+            pass
+
+    def close(self) -> None:
+        """Stop taking messages and destroy the helper node."""
+        self.executor.shutdown(timeout_sec=5.0)
+        self.thread.join(5.0)
+        self.node.destroy_node()
 
 
 def _lost_counter(callback: Any) -> dict[str, Any]:
