@@ -1,0 +1,360 @@
+"""``glove-ros bench ingest``: the memory node under load, through DDS.
+
+For each durability setting (``--synchronous``: FULL, NORMAL) and each offered rate
+(``--rates``, transitions per second) one run starts, as separate processes on one ROS domain
+of its own:
+
+* the memory node (``glove_ros.nodes.memory_node``, verifier on, defaults otherwise) on a
+  fresh database, subscribed to ``transitions``;
+* a bare rclpy subscriber on the same topic with the same QoS (reliable, depth 1000) that only
+  counts messages: what DDS + rclpy deliver on this machine, measured beside the node in the
+  same run.
+
+This process publishes ``--duration`` seconds of transitions at the offered rate (50
+waypoints, ``look``, one outcome per waypoint: the verifier's steady state) and, at the same
+time, calls ``query_memory`` back to back (one waypoint, newest 20) and times every call.
+When publishing ends it waits until the node's ``memory_stats`` show an empty queue, stops
+both processes and counts the rows in the database.
+
+Reported per run: offered and achieved publish rate, rows stored, sustained ingest rate
+(rows / time from the first publish to the last commit), the node's own counters (dropped,
+failed, rejected, dds_lost), **unreported loss** = published - stored - every counted drop
+(the promise is 0), what the bare subscriber received, the ratio ours / bare, and query
+latency p50 / p99 / max while ingesting. ``--json`` prints the JSON document, which is also
+written to ``--out``/ingest.json (plus ingest.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from glove_ros.benchmarks import write_results
+
+TARGET_RATE = 1000.0
+TARGET_P99_MS = 50.0
+_WAYPOINTS = 50
+_COLOURS = ("red", "green", "blue", "yellow")
+
+_BARE = r"""
+import signal, sys, rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from glove_ros.msg import Transition
+rclpy.init()
+node = rclpy.create_node("bare_subscriber")
+count = [0]
+def cb(msg):
+    count[0] += 1
+node.create_subscription(Transition, "transitions", cb,
+                         QoSProfile(depth=int(sys.argv[1]), reliability=ReliabilityPolicy.RELIABLE))
+stop = [False]
+signal.signal(signal.SIGINT, lambda *a: stop.__setitem__(0, True))
+print("ready", flush=True)
+while not stop[0]:
+    rclpy.spin_once(node, timeout_sec=0.1)
+print("received", count[0], flush=True)
+node.destroy_node()
+rclpy.try_shutdown()
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``glove-ros bench ingest``."""
+    parser.add_argument("--rates", default="1000",
+                        help="offered rates, transitions/s, comma-separated (default %(default)s)")
+    parser.add_argument("--synchronous", default="FULL,NORMAL",
+                        help="durability settings to run (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=10.0,
+                        help="seconds of publishing per run (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per (setting, rate), for the run-to-run spread")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the waypoint order")
+    parser.add_argument("--depth", type=int, default=1000,
+                        help="DDS history depth of both subscribers (default %(default)s)")
+    parser.add_argument("--out", default="bench/results", help="directory for ingest.json")
+    parser.add_argument("--stem", default="ingest", help="file name stem of the results")
+    parser.add_argument("--json", action="store_true", help="print the JSON document")
+
+
+def _transition(i: int, order: list[int]) -> Any:
+    from glove_ros.msg import Transition
+
+    wp = order[i % len(order)]
+    t = Transition(robot_id="bench", episode_id=f"e{i // 100}", state_key=f"wp{wp}",
+                   action="look", outcome=f"colors={_COLOURS[wp % len(_COLOURS)]}",
+                   context=f"seq={i}")
+    now = time.time()
+    t.header.stamp.sec = int(now)
+    t.header.stamp.nanosec = int((now % 1) * 1e9)
+    return t
+
+
+def _spawn(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
+                            env=env)
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return int(proc.returncode)
+
+
+def _wait(pred: Any, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
+             workdir: Path) -> dict[str, Any]:
+    """One run (see the module docstring); returns its measurements."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from glove_ros.msg import Transition
+    from glove_ros.srv import QueryMemory
+
+    env = dict(os.environ)
+    db = workdir / f"ingest_{sync}_{int(rate)}_{seed}.db"
+    node_log, bare_log = workdir / f"memory_{sync}.log", workdir / f"bare_{sync}.log"
+    memory = _spawn([sys.executable, "-m", "glove_ros.nodes.memory_node", "--ros-args",
+                     "-p", f"db_path:={db}", "-p", f"synchronous:={sync}",
+                     "-p", f"ingest.depth:={depth}", "-p", "stats_period:=0.1"], node_log, env)
+    bare = _spawn([sys.executable, "-u", "-c", _BARE, str(depth)], bare_log, env)
+    node = rclpy.create_node(f"bench_ingest_{os.getpid()}")
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(node)
+    spin = threading.Thread(target=executor.spin, daemon=True)
+    spin.start()
+    stats: list[dict[str, int]] = []
+
+    def on_stats(msg: DiagnosticStatus) -> None:
+        stats.append({kv.key: int(kv.value) for kv in msg.values})
+
+    try:
+        node.create_subscription(DiagnosticStatus, "memory_stats", on_stats, 10)
+        pub = node.create_publisher(
+            Transition, "transitions",
+            QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
+        query = node.create_client(QueryMemory, "query_memory")
+        if not query.wait_for_service(timeout_sec=60):
+            raise RuntimeError(f"memory node did not start:\n{node_log.read_text()}")
+        _wait(lambda: pub.get_subscription_count() >= 2 and "ready" in bare_log.read_text(),
+              60, "both subscribers")
+        time.sleep(1.0)  # let discovery settle on both sides
+        order = list(range(_WAYPOINTS))
+        random.Random(seed).shuffle(order)
+
+        latencies: list[float] = []
+        stop_queries = threading.Event()
+
+        def query_loop() -> None:
+            req = QueryMemory.Request(state_key=f"wp{order[0]}", action="look", max_results=20)
+            while not stop_queries.is_set():
+                t0 = time.perf_counter()
+                fut = query.call_async(req)
+                done = threading.Event()
+                fut.add_done_callback(lambda _f, d=done: d.set())
+                if not done.wait(10.0):
+                    latencies.append(10.0)
+                    continue
+                latencies.append(time.perf_counter() - t0)
+
+        querier = threading.Thread(target=query_loop, daemon=True)
+        n = int(round(rate * duration))
+        start = time.perf_counter()
+        querier.start()
+        for i in range(n):
+            due = start + i / rate
+            lag = due - time.perf_counter()
+            if lag > 0:
+                time.sleep(lag)
+            pub.publish(_transition(i, order))
+        publish_s = time.perf_counter() - start
+
+        def settled() -> bool:
+            if not stats:
+                return False
+            s = stats[-1]
+            return s.get("queued", 1) == 0 and (
+                s["committed"] + s["rejected"] + s["dropped"] + s["failed"] + s["dds_lost"]
+                >= n or time.perf_counter() - start > duration * 6 + 30)
+
+        _wait(settled, duration * 6 + 60, "the node to commit what it received")
+        # the last commit happened before this stats message; its time bounds the ingest time
+        ingest_s = time.perf_counter() - start
+        stop_queries.set()
+        querier.join(15)
+        final = dict(stats[-1])
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        code = _stop(memory)
+        _stop(bare)
+    received = 0
+    for line in bare_log.read_text().splitlines():
+        if line.startswith("received"):
+            received = int(line.split()[1])
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        stored = int(c.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+    counted = final["dropped"] + final["failed"] + final["rejected"] + final["dds_lost"]
+    lat = np.array(latencies) * 1000.0
+    return {
+        "synchronous": sync,
+        "offered_rate": rate,
+        "published": n,
+        "publish_s": round(publish_s, 3),
+        "achieved_publish_rate": round(n / publish_s, 1),
+        "stored": stored,
+        "ingest_s": round(ingest_s, 3),
+        "sustained_rate": round(stored / ingest_s, 1),
+        "node_counters": final,
+        "counted_drops": counted,
+        "unreported_loss": n - stored - counted,
+        "bare_received": received,
+        "bare_loss": n - received,
+        "ratio_stored_to_bare": round(stored / received, 4) if received else None,
+        "queries": len(latencies),
+        "query_p50_ms": round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
+        "query_p99_ms": round(float(np.percentile(lat, 99)), 2) if len(lat) else None,
+        "query_max_ms": round(float(lat.max()), 2) if len(lat) else None,
+        "node_exit_code": code,
+        "largest_batch": final.get("largest_batch"),
+        "batches": final.get("batches"),
+    }
+
+
+def format_table(doc: Mapping[str, Any]) -> str:
+    """One line per run."""
+    head = (f"{'sync':<7}{'offered/s':>10}{'pub/s':>9}{'stored':>8}{'ingest/s':>10}"
+            f"{'counted':>9}{'unrep.':>8}{'bare rx':>9}{'ours/bare':>10}{'q p50':>8}"
+            f"{'q p99':>8}{'q max':>8}")
+    lines = [head]
+    for r in doc["runs"]:
+        lines.append(
+            f"{r['synchronous']:<7}{r['offered_rate']:>10.0f}{r['achieved_publish_rate']:>9.0f}"
+            f"{r['stored']:>8}{r['sustained_rate']:>10.0f}{r['counted_drops']:>9}"
+            f"{r['unreported_loss']:>8}{r['bare_received']:>9}"
+            f"{(r['ratio_stored_to_bare'] or 0):>10.3f}{r['query_p50_ms']:>8.1f}"
+            f"{r['query_p99_ms']:>8.1f}{r['query_max_ms']:>8.1f}")
+    v = doc["verdict"]
+    lines.append(f"target: >= {TARGET_RATE:.0f}/s sustained, 0 unreported loss, query p99 < "
+                 f"{TARGET_P99_MS:.0f} ms -> {'MET' if v['met'] else 'NOT MET'} ({v['why']})")
+    return "\n".join(lines)
+
+
+def write_plot(doc: Mapping[str, Any], path: Path) -> None:
+    """Sustained ingest vs bare-subscriber delivery, and query p99, per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = doc["runs"]
+    labels = [f"{r['synchronous']}\n{r['offered_rate']:.0f}/s" for r in runs]
+    x = np.arange(len(runs))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    ax1.bar(x - 0.2, [r["sustained_rate"] for r in runs], 0.4, label="memory node stored/s")
+    ax1.bar(x + 0.2, [r["bare_received"] / r["ingest_s"] for r in runs], 0.4,
+            label="bare subscriber received/s")
+    ax1.axhline(TARGET_RATE, color="k", ls="--", lw=0.8)
+    ax1.set_xticks(x, labels)
+    ax1.set_ylabel("transitions / s")
+    ax1.legend(fontsize=8)
+    ax2.bar(x, [r["query_p99_ms"] for r in runs], 0.5, color="tab:orange")
+    ax2.axhline(TARGET_P99_MS, color="k", ls="--", lw=0.8)
+    ax2.set_xticks(x, labels)
+    ax2.set_ylabel("query_memory p99 while ingesting, ms")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark; print the table (or JSON) and write ``ingest.json``."""
+    try:
+        rates = [float(r) for r in str(args.rates).split(",") if r.strip()]
+        syncs = [s.strip().upper() for s in str(args.synchronous).split(",") if s.strip()]
+        if not rates or any(r <= 0 for r in rates):
+            raise ValueError("--rates needs positive numbers")
+        if not syncs or any(s not in ("FULL", "NORMAL") for s in syncs):
+            raise ValueError("--synchronous takes FULL and/or NORMAL")
+        if args.duration <= 0 or args.repeats < 1:
+            raise ValueError("--duration must be > 0 and --repeats >= 1")
+    except ValueError as exc:
+        print(f"bench ingest: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import rclpy
+    except ImportError:
+        print("bench ingest: needs ROS 2 (rclpy); source env.sh", file=sys.stderr)
+        return 2
+    if "ROS_DOMAIN_ID" not in os.environ:  # a domain of its own: no cross-talk
+        os.environ["ROS_DOMAIN_ID"] = str(random.Random().randint(110, 200))
+    runs: list[dict[str, Any]] = []
+    rclpy.init()
+    try:
+        with tempfile.TemporaryDirectory(prefix="glove_ingest_") as tmp:
+            for rep in range(args.repeats):
+                for sync in syncs:
+                    for rate in rates:
+                        r = run_once(sync, rate, args.duration, args.seed + rep, args.depth,
+                                     Path(tmp))
+                        r["repeat"] = rep
+                        runs.append(r)
+                        print(f"  {sync} {rate:.0f}/s rep {rep}: stored {r['stored']}/"
+                              f"{r['published']}, {r['sustained_rate']:.0f}/s, unreported "
+                              f"{r['unreported_loss']}, q p99 {r['query_p99_ms']} ms",
+                              file=sys.stderr, flush=True)
+    finally:
+        rclpy.try_shutdown()
+    bad = [r for r in runs if not (r["sustained_rate"] >= TARGET_RATE * 0.99 * min(
+        1.0, r["offered_rate"] / TARGET_RATE) and r["unreported_loss"] == 0
+        and r["query_p99_ms"] < TARGET_P99_MS)]
+    at_target = [r for r in runs if r["offered_rate"] >= TARGET_RATE]
+    met = bool(at_target) and not [r for r in bad if r in at_target]
+    why = "every run at >= 1000/s offered meets all three" if met else (
+        "no run offered 1000/s" if not at_target else "; ".join(
+            f"{r['synchronous']} {r['offered_rate']:.0f}/s: {r['sustained_rate']:.0f}/s, "
+            f"unreported {r['unreported_loss']}, p99 {r['query_p99_ms']} ms" for r in bad
+            if r in at_target))
+    load = os.getloadavg()
+    doc = {
+        "benchmark": "ingest",
+        "settings": {"rates": rates, "synchronous": syncs, "duration_s": args.duration,
+                     "repeats": args.repeats, "seed": args.seed, "depth": args.depth,
+                     "waypoints": _WAYPOINTS, "verifier": "on (node defaults)",
+                     "ingest": "node defaults (max_batch 256, max_delay 2 ms, queue 20000)",
+                     "query": "query_memory one waypoint, newest 20, back to back",
+                     "bare_subscriber": "rclpy.spin_once loop, counts only, same QoS"},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "loadavg_at_end": [round(x, 2) for x in load],
+                    "rmw": os.environ.get("RMW_IMPLEMENTATION", "")},
+        "runs": runs,
+        "verdict": {"met": met, "why": why},
+    }
+    return write_results(doc, args.out, args.stem, write_plot, format_table, args.json)
