@@ -348,3 +348,24 @@ def test_missed_detections_hide_blocks_in_some_frames():
         missed.append(bool(sim.last_render.missed))
         assert bool(sim.last_render.missed) != bool(sim.last_render.objects)
     assert 5 < sum(missed) < 35
+
+
+def test_snapshot_restore_continues_the_world_not_a_fresh_one():
+    from glove_ros.core.world import load_world
+    from glove_ros.paths import resolve_world
+
+    world = load_world(resolve_world("small"))
+    sim = Simulator(world, seed=1)
+    sim.begin_episode(3)  # the blocks swap in small.yaml
+    sim.navigate("room_a")
+    snap = sim.snapshot()
+    fresh = Simulator(world, seed=1)
+    assert fresh.last_waypoint != "room_a"
+    fresh.restore(snap)
+    assert fresh.last_waypoint == fresh.at_waypoint == "room_a"
+    assert fresh.episode == 3 and fresh.time == sim.time
+    assert fresh.state.colors_at("room_a") == sim.state.colors_at("room_a")
+    assert len(fresh.state.applied_events) == len(sim.state.applied_events) > 0
+    other = dict(snap, world="elsewhere")
+    with pytest.raises(ValueError, match="world 'elsewhere'"):
+        Simulator(world, seed=1).restore(other)

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -473,6 +474,43 @@ class Simulator:
     def begin_episode(self, episode: int) -> list[Event]:
         """Start episode ``episode`` (non-decreasing); returns the events it triggered."""
         return self.state.advance(episode=episode)
+
+    # ------------------------------------------------------------------ restart safety
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a restarted simulator needs to continue this world (JSON-serialisable).
+
+        A navigation in progress is not kept: a restored robot stands at the last waypoint it
+        reached (the driver died; the navigation has no result).
+        """
+        return {"world": self.world.name, "seed": self.seed, "episode": self.episode,
+                "time": self._time, "last_waypoint": self._last, "battery": self.battery,
+                "docked": self.docked, "events_applied": len(self.state.applied_events)}
+
+    def restore(self, snap: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot`: same world events applied, robot at its waypoint.
+
+        ``ValueError`` for a snapshot of another world, of a simulator that already moved on,
+        or whose world events do not replay to the same count (then do not use this one).
+        """
+        if snap.get("world") != self.world.name:
+            raise ValueError(f"state is of world {snap.get('world')!r}, not "
+                             f"{self.world.name!r}")
+        episode, when = int(snap["episode"]), float(snap["time"])
+        waypoint, battery = str(snap["last_waypoint"]), float(snap["battery"])
+        if episode < self.episode or when < self._time:
+            raise ValueError("restore() needs a simulator that has not moved on yet")
+        self.world.waypoint(waypoint)
+        if not 0.0 <= battery <= 1.0:
+            raise ValueError(f"state battery {battery} is not in 0..1")
+        self.state.advance(episode=episode, time=when)
+        self._time = when
+        self.teleport(waypoint, battery=battery)
+        self.docked = bool(snap.get("docked", False)) and waypoint == self.world.dock
+        applied = len(self.state.applied_events)
+        if applied != int(snap.get("events_applied", applied)):
+            raise ValueError(f"state says {snap['events_applied']} world events were applied; "
+                             f"replaying its episode and time applies {applied}")
 
     def visible_colors(self) -> tuple[str, ...]:
         """Ground-truth colours at the current waypoint (no nuisance); () between."""

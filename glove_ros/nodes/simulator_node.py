@@ -19,9 +19,12 @@ Interfaces (relative names; remap in launch):
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,6 +69,11 @@ PARAMS = (
     Param("base_frame", "base_link", "robot body frame"),
     Param("camera_frame", "camera_link", "camera frame"),
     Param("publish_clock", True, "publish /clock (simulated time)"),
+    Param("state_path", "", "JSON file the world state is saved to and resumed from after a "
+          "restart (robot waypoint, episode, time, applied events); '' = start fresh",
+          read_only=True),
+    Param("state_period", 1.0, "wall seconds between state saves (also saved after every "
+          "navigation, docking and episode start)", read_only=True),
 )
 
 
@@ -105,6 +113,8 @@ class SimulatorNode(LifecycleNode):
         self._timer = None
         self._last_frame = 0.0
         self._nav_busy = False
+        self._state_path = ""
+        self._last_save = 0.0
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -115,15 +125,60 @@ class SimulatorNode(LifecycleNode):
             world = load_world(path)
             seed = None if int(values["seed"]) < 0 else int(values["seed"])
             self._sim = Simulator(world, seed=seed)
-        except (ValueError, FileNotFoundError) as exc:
+            self._state_path = str(values["state_path"])
+            resumed = self._resume()
+        except (ValueError, FileNotFoundError, OSError) as exc:
             self.get_logger().error(f"cannot configure simulator: {exc}")
             return TransitionCallbackReturn.FAILURE
         self.get_logger().info(
             f"world '{world.name}' from {path}: {len(world.waypoints)} waypoints, "
             f"{len(world.blocks)} blocks, {len(world.events)} events; robot at "
-            f"{self._sim.last_waypoint}"
+            f"{self._sim.last_waypoint}" + (f" (resumed from {resumed})" if resumed else "")
         )
         return TransitionCallbackReturn.SUCCESS
+
+    # restart safety --------------------------------------------------------------------
+    def _resume(self) -> str:
+        """Continue the saved world (``state_path``) if there is one; returns the path or ''.
+
+        A restarted simulator must not reset the world: the robot would stand at the dock
+        while the planner remembers it elsewhere, and drift already applied would be undone.
+        """
+        path = Path(self._state_path) if self._state_path else None
+        if path is None or not path.exists():
+            return ""
+        try:
+            snap = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"simulator state {path} is unreadable ({exc}); move it aside to "
+                             "start a fresh world") from exc
+        assert self._sim is not None
+        if not isinstance(snap, dict):
+            raise ValueError(f"simulator state {path} is not a JSON object")
+        try:
+            self._sim.restore(snap)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"cannot resume simulator state {path}: {exc}") from exc
+        return str(path)
+
+    def _save(self) -> None:
+        """Write the world state atomically (temp file, fsync, rename); never raises."""
+        if not self._state_path or self._sim is None:
+            return
+        with self._lock:
+            snap = self._sim.snapshot()
+        path = Path(self._state_path)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(snap, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            self.get_logger().error(f"cannot save simulator state to {path}: {exc}")
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self._pubs
@@ -189,6 +244,10 @@ class SimulatorNode(LifecycleNode):
         stamp = self._sim_stamp()
         for event in applied:
             self._announce(event)
+        if self._state_path and (applied or now - self._last_save >= float(
+                self.get_parameter("state_period").value)):
+            self._last_save = now
+            self._save()
         if "clock" in self._pubs:
             self._pubs["clock"].publish(ClockMsg(clock=stamp))
         self._publish_state(status, odom, stamp)
@@ -235,11 +294,13 @@ class SimulatorNode(LifecycleNode):
             applied = self._sim.state.applied_events[before:]
         for event in applied:
             self._announce(event)
+        self._save()
 
     def _on_dock(self, req: Any, resp: Any) -> Any:
         assert self._sim is not None
         with self._lock:
             resp.success = self._sim.dock()
+        self._save()
         resp.message = "docked, charging" if resp.success else (
             f"cannot dock: robot must stand at '{self._sim.world.dock}' and not be driving")
         return resp
@@ -308,6 +369,7 @@ class SimulatorNode(LifecycleNode):
         finally:
             with self._lock:
                 self._nav_busy = False
+            self._save()
         return result
 
 
