@@ -112,6 +112,15 @@ PARAMS = (
     Param("pose_source", "pose", "'pose' (PoseStamped on pose), 'amcl' "
           "(PoseWithCovarianceStamped on amcl_pose) or 'odom' (Odometry on odom)", read_only=True),
     Param("map_frame", "map", "frame the stamped poses must be in; others are dropped"),
+    Param("locate_radius", 0.6, "the robot stands at a waypoint when its pose (pose_source) is "
+          "within this many metres of it"),
+    Param("pose_timeout", 15.0, "wall seconds a task waits for the robot's pose before it "
+          "fails with 'position_unknown' (the position is never assumed)"),
+    Param("pose_gap", 2.0, "poses silent this many wall seconds means the robot driver "
+          "restarted: no transition spanning the gap is recorded"),
+    Param("call_retries", 3, "re-sends of a request a (restarted) server did not answer"),
+    Param("call_timeout", 5.0, "wall seconds one service / goal request may take before it is "
+          "re-sent"),
 )
 POSE_SOURCES = {"pose": (PoseStamped, "pose"), "amcl": (PoseWithCovarianceStamped, "amcl_pose"),
                 "odom": (Odometry, "odom")}
@@ -127,7 +136,10 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError("look.frames must be >= 1")
     LookConfig(frames=int(values["look.frames"]), min_count=int(values["look.min_count"]),
                min_frames=1).validate()
-    for key in ("look.timeout", "nav_timeout", "llm.timeout_s"):
+    if not 0 <= int(values["call_retries"]) <= 20:
+        raise ValueError("call_retries must be within 0..20")
+    for key in ("look.timeout", "nav_timeout", "llm.timeout_s", "locate_radius",
+                "pose_timeout", "pose_gap", "call_timeout"):
         if float(values[key]) <= 0:
             raise ValueError(f"{key} must be > 0 seconds")
     if values["pose_source"] not in POSE_SOURCES:
@@ -151,7 +163,7 @@ class ServiceMemoryView:
                 ) -> list[MemoryEntry]:
         req = QueryMemory.Request(state_key=state_key or "", action=action or "",
                                   max_results=100000)
-        resp = self._node.call(self._node.query_client, req, 10.0)
+        resp = self._node.call(self._node.query_client, req)
         if resp is None:
             raise RuntimeError("query_memory did not answer")
         return [conv.entry_from_msg(e) for e in resp.entries]
@@ -180,6 +192,9 @@ class PlannerNode(LifecycleNode):
         self._frames: list[DetectionArray] = []
         self._pose: tuple[float, float, float] | None = None  # in map_frame
         self._wrong_frames = 0
+        self._pose_wall = 0.0  # monotonic time of the last pose message
+        self._pose_stamp = -1.0  # its header stamp, seconds
+        self._epoch = 0  # +1 whenever the pose stream shows a restart gap
         self._agent: TaskAgent | None = None
         self._map: WorldMap | None = None
         self._servers: list[Any] = []
@@ -202,8 +217,8 @@ class PlannerNode(LifecycleNode):
             validate(values)
             world = load_world(resolve_world(str(values["world"])))
             self._map = WorldMap.from_world(world)
-            start = str(values["start_waypoint"]) or self._map.dock
-            if not self._map.has(start):
+            start = str(values["start_waypoint"])
+            if start and not self._map.has(start):
                 raise ValueError(f"start_waypoint '{start}' is not on the map")
         except (ValueError, FileNotFoundError) as exc:
             self.get_logger().error(f"cannot configure planner: {exc}")
@@ -287,8 +302,12 @@ class PlannerNode(LifecycleNode):
             ActionServer(self, Probe, "probe", self._execute_probe, callback_group=g,
                          cancel_callback=lambda _g: CancelResponse.ACCEPT),
         ]
-        self._publish_waypoint(self._at)
-        self.get_logger().info(f"planner active ({values['planner']}), robot at '{self._at}'")
+        if self._at:
+            self._publish_waypoint(self._at)
+        self.get_logger().info(
+            f"planner active ({values['planner']}), robot at "
+            + (f"'{self._at}' (start_waypoint)" if self._at else
+               "an unknown waypoint until its pose arrives"))
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -327,12 +346,55 @@ class PlannerNode(LifecycleNode):
         return OK, f"{kind} planner, {self._latency.count} decisions, mean {mean:.3f}s", values
 
     # plumbing --------------------------------------------------------------------------
-    def call(self, client: Any, request: Any, timeout: float) -> Any:
-        """Synchronous service call from a worker thread; None when unavailable/timeout."""
-        if not client.wait_for_service(timeout_sec=min(timeout, 5.0)):
-            self.get_logger().error(f"service {client.srv_name} not available")
+    def call(self, client: Any, request: Any, timeout: float | None = None) -> Any:
+        """Service call from a worker thread; None when unanswered after every retry.
+
+        A request sent while discovery still lists a server that was just killed is never
+        answered, so an unanswered request is re-sent (``call_retries`` times, each waiting
+        ``timeout`` or ``call_timeout`` seconds) and every re-send is logged.
+        """
+        per_try = float(timeout or self.get_parameter("call_timeout").value)
+        tries = 1 + int(self.get_parameter("call_retries").value)
+        for attempt in range(1, tries + 1):
+            if not client.wait_for_service(timeout_sec=per_try):
+                result = None
+            else:
+                result = wait_future(client.call_async(request), per_try)
+            if result is not None:
+                if attempt > 1:
+                    self.get_logger().info(f"{client.srv_name} answered on attempt {attempt}")
+                return result
+            if attempt < tries:
+                self.get_logger().warning(
+                    f"{client.srv_name}: no answer within {per_try:.0f}s (server restarted?); "
+                    f"re-sending ({attempt + 1}/{tries})")
+        self.get_logger().error(f"{client.srv_name}: no answer after {tries} attempt(s)")
+        return None
+
+    # position from the robot -----------------------------------------------------------
+    def _located(self) -> str | None:
+        """The waypoint the robot's current pose is at, or None (no fresh pose, or between)."""
+        assert self._map is not None
+        gap = float(self.get_parameter("pose_gap").value)
+        if self._pose is None or time.monotonic() - self._pose_wall > gap:
             return None
-        return wait_future(client.call_async(request), timeout)
+        x, y, _ = self._pose
+        radius = float(self.get_parameter("locate_radius").value)
+        best, dist = None, radius
+        for wp, (wx, wy, _yaw) in self._map.waypoints.items():
+            d = ((wx - x) ** 2 + (wy - y) ** 2) ** 0.5
+            if d <= dist:
+                best, dist = wp, d
+        return best
+
+    def _wait_located(self) -> str | None:
+        """Wait (``pose_timeout``) for a pose at a waypoint; never assume a position."""
+        end = time.monotonic() + float(self.get_parameter("pose_timeout").value)
+        while True:
+            here = self._located()
+            if here is not None or time.monotonic() > end:
+                return here
+            time.sleep(0.05)
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -353,8 +415,22 @@ class PlannerNode(LifecycleNode):
                     f"'{self.get_parameter('map_frame').value}': dropped "
                     f"({self._wrong_frames} so far; pose_source amcl on a real robot)")
             return
+        now = time.monotonic()
+        stamp = conv.seconds_from_time(msg.header.stamp)
+        gap = float(self.get_parameter("pose_gap").value)
+        if self._pose_wall and (now - self._pose_wall > gap or stamp < self._pose_stamp - 1e-6):
+            self._epoch += 1  # the driver went silent or its clock restarted
+            self.get_logger().warning(
+                f"pose gap ({now - self._pose_wall:.1f}s silent, stamp "
+                f"{self._pose_stamp:.2f} -> {stamp:.2f}): the robot driver restarted; no "
+                "transition spanning it is recorded")
+        self._pose_stamp, self._pose_wall = stamp, now
         pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose
         self._pose = conv.pose2d_from_pose(pose)
+        if self._map is not None and not self._robot.locked():  # idle: say where it stands
+            here = self._located()
+            if here is not None and here != self._at:
+                self._publish_waypoint(here)
 
     def _on_detections(self, msg: DetectionArray) -> None:
         with self._frames_lock:
@@ -375,7 +451,7 @@ class PlannerNode(LifecycleNode):
         for t in transitions:
             msg = conv.transition_to_msg(t, str(self.get_parameter("map_frame").value))
             msg.header.stamp = self.get_clock().now().to_msg()
-            resp = self.call(self.record_client, RecordTransition.Request(transition=msg), 10.0)
+            resp = self.call(self.record_client, RecordTransition.Request(transition=msg))
             if resp is None or not resp.accepted:
                 why = "memory not answering" if resp is None else resp.message
                 self.get_logger().error(f"transition not recorded ({why}): {t.key} {t.outcome}")
@@ -391,11 +467,34 @@ class PlannerNode(LifecycleNode):
             return "unavailable", self._at
         goal = NavigateToWaypoint.Goal(waypoint=waypoint,
                                        avoid_edges=[f"{a}:{b}" for a, b in avoid])
-        handle = wait_future(self.nav_client.send_goal_async(goal), 10.0)
+        per_try = float(self.get_parameter("call_timeout").value)
+        tries = 1 + int(self.get_parameter("call_retries").value)
+        handle = None
+        for attempt in range(1, tries + 1):  # an unaccepted goal never drove: safe to re-send
+            handle = wait_future(self.nav_client.send_goal_async(goal), per_try)
+            if handle is not None or attempt == tries:
+                break
+            self.get_logger().warning(f"navigate_to_waypoint: goal not answered within "
+                                      f"{per_try:.0f}s (server restarted?); re-sending "
+                                      f"({attempt + 1}/{tries})")
+            self.nav_client.wait_for_server(timeout_sec=per_try)
         if handle is None or not handle.accepted:
-            return "rejected", self._at
+            return ("unavailable" if handle is None else "rejected"), self._at
         timeout = float(self.get_parameter("nav_timeout").value)
-        res = wait_future(handle.get_result_async(), timeout)
+        future = handle.get_result_async()
+        end = time.monotonic() + timeout
+        gone_since = None
+        res = None
+        while res is None and time.monotonic() < end:
+            res = wait_future(future, 0.5)
+            if res is None and not self.nav_client.server_is_ready():
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > per_try:  # the driver died mid-goal
+                    self.get_logger().error(f"navigate_to {waypoint}: server gone during the "
+                                            "goal; outcome unknown")
+                    return "unavailable", self._at
+            else:
+                gone_since = None
         if res is None:
             wait_future(handle.cancel_goal_async(), 5.0)
             return "timeout", self._at
@@ -459,13 +558,30 @@ class PlannerNode(LifecycleNode):
             except Exception as exc:  # a plan-memory problem must not stop the robot
                 self.get_logger().warning(f"plan memory unreadable, planning without it: {exc}")
         with self._robot:
-            agent.start(task, at_waypoint=self._at, pose=self._pose)
+            here = self._wait_located() or self._at
+            if not here:
+                self.get_logger().error(
+                    f"task '{goal.task}': no pose from the robot within "
+                    f"{self.get_parameter('pose_timeout').value}s; not assuming a position")
+                result.success, result.reason = False, "position_unknown"
+                handle.abort()
+                return result
+            self._at = here
+            agent.start(task, at_waypoint=here, pose=self._pose)
             step = 0
             finish: Finish | None = None
             while finish is None:
                 if handle.is_cancel_requested:
                     finish = Finish(False, "cancelled")
                     break
+                here = self._located()
+                if here is not None and here != agent.current:
+                    self.get_logger().warning(
+                        f"the robot is at '{here}', not at '{agent.current}' as planned (a "
+                        "restart or a push?): continuing from its pose")
+                    agent.relocate(here, self._pose)
+                    self._at = here
+                epoch = self._epoch
                 t0 = time.monotonic()
                 action = agent.next_action()
                 self._latency.add(time.monotonic() - t0)
@@ -484,8 +600,15 @@ class PlannerNode(LifecycleNode):
                         break
                     ts = agent.on_look(sig)
                     last = f"look at {action.waypoint}: {sig}"
+                    if self._located() not in (None, action.waypoint):
+                        epoch = -1  # the robot was not where the look was recorded
                 else:  # pragma: no cover - the agent has no other actions
                     raise RuntimeError(f"unknown agent action {action!r}")
+                if epoch != self._epoch and ts:
+                    self.get_logger().warning(
+                        f"not recording {len(ts)} transition(s) of '{last}': the robot driver "
+                        "restarted or the robot moved during the action")
+                    ts = []
                 recorded += self._record(ts)
                 handle.publish_feedback(RunTask.Feedback(step=step, current_waypoint=self._at,
                                                          last_action=last))
