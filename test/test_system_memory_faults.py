@@ -146,7 +146,7 @@ def test_live_verifier_parameters_take_effect_or_are_refused(tmp_path):
     from glove_ros.msg import DissonanceAlert, Transition
     from glove_ros.srv import RecordTransition
 
-    proc = _start(tmp_path)
+    proc = _start(tmp_path, **{"verifier.detector": "p_th"})  # the paper's count rule
     try:
         with ros_client() as node:
             record = node.create_client(RecordTransition, "record_transition")

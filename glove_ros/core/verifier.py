@@ -560,7 +560,13 @@ class GloveVerifier:
         rule = config.make_rule()
         with self._lock:
             custom = self._is_negative != self.config.is_negative
+            old = self.config
             self.config, self.rule = config, rule
+            if (old.noise_prior_rate, old.noise_prior_weight) != (
+                    config.noise_prior_rate, config.noise_prior_weight):
+                self._noise = NoiseEstimate.from_json(
+                    self.store.get_state(_NOISE), config.noise_prior_rate,
+                    config.noise_prior_weight)
             self._noise.prior_rate = config.noise_prior_rate
             self._noise.prior_weight = config.noise_prior_weight
             if not custom:
