@@ -88,7 +88,8 @@ PARAMS = (
     Param("robot_id", "jetrover", "robot id stamped on every transition"),
     Param("world", "jetrover_maze", "map the robot knows (waypoints and corridors only)",
           read_only=True),
-    Param("start_waypoint", "", "where the robot stands at start ('' = the map's dock)",
+    Param("start_waypoint", "", "where the robot stands at start, used only until its first "
+          "pose ('' = wait for the pose; never assumed)",
           read_only=True),
     Param("planner", "greedy", "'greedy' or 'llm' (local GGUF through llama.cpp)",
           read_only=True),
