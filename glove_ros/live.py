@@ -130,23 +130,19 @@ def format_consolidation(data: str) -> str:
 
 
 class ProbeCounter:
-    """Turns the verifier's status (JSON) into a line when its probe count changes."""
+    """Turns the verifier's status (VerifierStatus) into a line when its probe count changes."""
 
     def __init__(self) -> None:
         self.spent: int | None = None
 
-    def line(self, data: str) -> str | None:
+    def line(self, status: Any) -> str | None:
         """A line when probes were spent since the last status, else None."""
-        try:
-            status = json.loads(data)
-        except ValueError:
-            return None
-        spent = int(status.get("probes_spent", 0))
+        spent = int(status.probes_spent)
         before, self.spent = self.spent, spent
-        if before is None or spent == before:
+        if spent == (before or 0):
             return None
-        return (f"PROBES spent: {spent} (+{spent - before}) of a budget of "
-                f"{status.get('budget', '?')}")
+        return (f"PROBES spent: {spent} (+{spent - (before or 0)}) of a budget of "
+                f"{status.budget}; {status.refused} refused")
 
 
 def fields_text(msg: Any) -> str:
@@ -304,7 +300,15 @@ def watch_main(args: argparse.Namespace) -> int:
     """Print memory events of the running graph until Ctrl-C, --count or --duration."""
     from std_msgs.msg import String
 
-    from glove_ros.msg import DissonanceAlert, GateDecision, MemoryEvent, ProbeRequest, TaskOutcome
+    from glove_ros.msg import (
+        DissonanceAlert,
+        GateDecision,
+        MemoryEvent,
+        ProbeRequest,
+        TaskOutcome,
+        VerifierStatus,
+    )
+    from glove_ros.nodes.common import latched_qos
 
     s = _Session(args, "watch")
     lock = threading.Lock()
@@ -330,15 +334,16 @@ def watch_main(args: argparse.Namespace) -> int:
         (DissonanceAlert, "dissonance", lambda m: emit(format_alert(m))),
         (MemoryEvent, "memory_events", on_event),
         (ProbeRequest, "probe_requests", lambda m: emit(format_probe_request(m))),
-        (String, "verifier_status", lambda m: emit(probes.line(m.data))),
+        (VerifierStatus, "verifier_status", lambda m: emit(probes.line(m))),
         (GateDecision, "gate_decisions", lambda m: emit(format_gate(m))),
         (String, "consolidation_report", lambda m: emit(format_consolidation(m.data))),
         (TaskOutcome, "task_outcomes", lambda m: emit(format_outcome(m))),
         (String, "world_events", lambda m: emit(f"WORLD {m.data}")),
     ]
     try:
-        for msg_type, topic, cb in subs:
-            s.node.create_subscription(msg_type, topic, cb, 100)
+        for msg_type, topic, cb in subs:  # verifier_status is latched (the last value)
+            qos = latched_qos() if topic == "verifier_status" else 100
+            s.node.create_subscription(msg_type, topic, cb, qos)
         print(f"[watch] listening on {', '.join(t for _, t, _ in subs)}"
               f"{' in ' + args.namespace if args.namespace else ''}; Ctrl-C to stop",
               file=sys.stderr, flush=True)
