@@ -3,20 +3,21 @@
 Starts the nodes of the ``sim`` deployment (glove_ros/graph.py: simulator, perception,
 memory with the GLOVE verifier, verifier (probe executor), planner, plan_gate (Janus) and
 consolidation) as seven processes talking over DDS (discovery kept on this machine), then
-sends one task per episode ("find the <colour> block") to the
-planner's run_task action. Before each episode the simulator is told the episode number,
-so the world file's events happen on schedule: in the default world two blocks swap
-places at episode 20 (semantic drift, GLOVE's JetRover experiment) among nuisances that
-must not raise alarms (a block nudged a few centimetres, pose jitter, a camera dropout, a
-new obstacle).
+sends one task per episode ("find the <colour> block") to the planner's run_task action.
+Before each episode the simulator is told the episode number, so the world file's events
+happen on schedule. The default world (worlds/jetrover_maze.yaml) is a 3x3 maze where two
+blocks swap at episode 20 among nuisances that must not raise alarms; ``--world
+drift_demo`` is one where drift costs more: the corridor hall-goal closes at episode 5
+and re-opens at 15, and the green block moves from side to far at 25.
 
-Prints one line per episode and, per phase (before / after the drift), the success rate,
-steps per task, dissonance alerts, suppressed memories and probes, beside the same task
-sequence run with static memory (never verified) in the fast core loop. Writes, under
---out (default build/demo): demo_memory.db (the robot's experience memory, emptied at the
-start of each run, never a database a deployment config uses; inspect it with
-`glove-ros memory stats build/demo/demo_memory.db`), demo.json, demo.png (success over episodes,
-drift marked) and logs/ (one log per node).
+Prints one line per episode; per phase the success rate, steps per task, dissonance
+alerts and suppressed memories beside the same task sequence run with static memory
+(never verified) in the fast core loop; the episode in which each drift was detected.
+Writes, under --out (default build/demo): demo_memory.db (the robot's experience memory,
+emptied at the start of each run, never a database a deployment config uses; inspect it
+with `glove-ros memory stats build/demo/demo_memory.db`), demo.json, demo.png (success and
+cumulative steps over episodes, drift and detection marked), demo_map.png (top-down map of
+memory status, trusted / suppressed / pending, per phase) and logs/ (one log per node).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from glove_ros.paths import resolve_config, resolve_world
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``glove-ros demo``."""
     parser.add_argument("--world", default="jetrover_maze",
-                        help="world file or bundled world name (default: jetrover_maze)")
+                        help="world file or bundled world name (default: jetrover_maze; "
+                        "drift_demo: a corridor closes and re-opens, a block moves)")
     parser.add_argument("--episodes", type=_positive_int, default=None,
                         help="tasks to run, at least 1 (default: 20 after the last drift "
                         "event)")
