@@ -34,7 +34,12 @@ def _cli(*args: str) -> list[str]:
 def test_task_and_watch_against_launched_sim(tmp_path):
     params = yaml.safe_load((ROOT / "config" / "sim.yaml").read_text())
     for node in ("simulator", "planner", "plan_gate"):
-        params[node]["ros__parameters"]["world"] = "small"
+        key = next(k for k in params if k.rsplit("/", 1)[-1] == node)  # "/**/planner"
+        params[key]["ros__parameters"]["world"] = "small"
+    # the paper's count detector with p_th = 2: the task sequence below makes exactly two
+    # contradicting looks at room_a (this test is about task and watch, not the detector)
+    memory = next(k for k in params if k.endswith("memory"))
+    params[memory]["ros__parameters"]["verifier"].update(detector="p_th", p_th=2)
     (tmp_path / "sim_small.yaml").write_text(yaml.safe_dump(params))
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
     env["XDG_RUNTIME_DIR"] = str(tmp_path)  # this test's launches only
@@ -68,7 +73,7 @@ def test_task_and_watch_against_launched_sim(tmp_path):
         assert "result: success=True" in first.stdout and "found_at='room_a'" in first.stdout
 
         # episode 3 of worlds/small.yaml swaps the blocks; looking at room_a twice more
-        # (p_th = 2 in config/sim.yaml) contradicts the remembered red block
+        # (p_th = 2, set above) contradicts the remembered red block
         runs = [task("find the blue block", "--episode", "3")]
         runs += [task(f"find the {c} block") for c in ("red", "blue", "red")]
         assert all(r.returncode == 0 for r in runs), [r.stdout + r.stderr for r in runs]
