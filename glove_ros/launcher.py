@@ -18,6 +18,7 @@ What it adds over starting the nodes by hand:
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import random
@@ -251,6 +252,11 @@ def launch(args: argparse.Namespace) -> int:
     """
     from glove_ros.paths import resolve_config
 
+
+    # The nodes need ROS 2 and the generated interfaces: say so in one line (glove_ros.cli)
+    # rather than start processes that die with "No module named glove_ros.msg".
+    for module in ("rclpy", "glove_ros.msg"):
+        importlib.import_module(module)
     stop = _Stop()
     stop.install()  # before anything slow: a Ctrl-C now must not print a traceback
     dep = graph.deployment(args.deployment)
