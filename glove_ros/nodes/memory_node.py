@@ -12,9 +12,12 @@ arrived while the previous commit ran is verified and committed together (at mos
 call is answered only after its commit. Reads use their own SQLite connection in their own
 callback group, so a query never waits for a write. Nothing is dropped silently: a full
 queue, a rejected or failed write and a sample DDS reports lost are counted, logged and
-published on ``memory_stats``. One memory node writes a database: a second one on the same
-file refuses to configure (an advisory lock the kernel drops when the holder dies, so a
-restarted node never waits for a dead one; a graph check would, for the DDS lease time).
+published on ``memory_stats`` (``dds_lost`` counts samples DDS reported lost and, where rclpy
+passes message info (Iron and later), gaps in each publisher's sequence numbers: a sample
+overwritten in a publisher's history before this node took it). One memory node writes a
+database: a second one on the same file refuses to configure (an advisory lock the kernel
+drops when the holder dies, so a restarted node never waits for a dead one; a graph check
+would, for the DDS lease time).
 
 Interfaces (relative names; remap in launch):
   sub  transitions          glove_ros/Transition     observed outcomes to remember
@@ -603,12 +606,29 @@ class Intake:
             f"{owner.get_name()}_intake", namespace=owner.get_namespace(),
             context=owner.context, use_global_arguments=False,
             start_parameter_services=False)
-        self.sub = self.node.create_subscription(TransitionMsg, topic, callback, qos,
-                                                 **_lost_counter(lost))
+        self._callback, self._lost = callback, lost
+        self._last_seq: dict[bytes, int] = {}
+        with_info = _HAS_MESSAGE_INFO
+        self.sub = self.node.create_subscription(
+            TransitionMsg, topic, self._take if with_info else callback, qos,
+            **_lost_counter(lost))
         self.executor = SingleThreadedExecutor(context=owner.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, name="memory-intake", daemon=True)
         self.thread.start()
+
+    def _take(self, msg: TransitionMsg, info: Any) -> None:
+        """Count samples DDS never delivered: gaps in each publisher's sequence numbers."""
+        seq = info.get("publication_sequence_number")
+        gid = info.get("publisher_gid")
+        if seq is not None and gid:
+            key = bytes(gid.get("data", b"")) if isinstance(gid, dict) else bytes(gid)
+            last = self._last_seq.get(key)
+            if last is not None and seq > last + 1:
+                self._lost(_Gap(seq - last - 1))
+            if last is None or seq > last:
+                self._last_seq[key] = seq
+        self._callback(msg)
 
     def _spin(self) -> None:
         try:
@@ -621,6 +641,25 @@ class Intake:
         self.executor.shutdown(timeout_sec=5.0)
         self.thread.join(5.0)
         self.node.destroy_node()
+
+
+class _Gap:
+    """A sequence gap, shaped like a message-lost event for the lost counter."""
+
+    def __init__(self, n: int) -> None:
+        self.total_count_change = n
+
+
+def _message_info_supported() -> bool:
+    """rclpy hands (msg, MessageInfo) to two-argument callbacks from Iron on; not Humble."""
+    try:
+        from rclpy.subscription import MessageInfo  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_HAS_MESSAGE_INFO = _message_info_supported()
 
 
 def _lost_counter(callback: Any) -> dict[str, Any]:
