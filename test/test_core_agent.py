@@ -434,12 +434,16 @@ def _ctx(tmp_path, color="red"):
 def test_llm_planner_uses_a_valid_choice(tmp_path):
     ctx = _ctx(tmp_path)
     assert ctx.options[0].waypoint == "room_a"  # greedy: the remembered place
-    llm = ScriptedLlm([{"waypoint": "room_b"}])
+    llm = ScriptedLlm([{"rule": "3 UNKNOWN", "waypoint": "room_b"}])
     planner = LlmPlanner(llm)
     d = planner.choose(ctx)
     assert d.goal == "room_b" and d.source == "llm" and planner.fallback_count == 0
     messages, schema, max_tokens = llm.calls[0]
-    assert schema["properties"]["waypoint"]["enum"] == [o.waypoint for o in ctx.options]
+    # one branch per rule; together they offer every option, each under its verdict
+    offered = {w for b in schema["anyOf"] for w in b["properties"]["waypoint"]["enum"]}
+    assert offered == {o.waypoint for o in ctx.options}
+    here = [b for b in schema["anyOf"] if b["properties"]["rule"]["enum"] == ["1 HERE"]]
+    assert here[0]["properties"]["waypoint"]["enum"] == ["room_a"]
     assert max_tokens == planner.config.max_tokens
     user = messages[-1]["content"]
     assert "find the red block" in user and "room_a" in user and "dock" in user
@@ -448,6 +452,7 @@ def test_llm_planner_uses_a_valid_choice(tmp_path):
 @pytest.mark.parametrize("reply, why", [
     ("not json {", "llm output unusable: invalid JSON"),
     ({"waypoint": "kitchen"}, "llm output unusable: schema violation"),
+    ({"rule": "1 HERE", "waypoint": "room_b"}, "llm output unusable: schema violation"),
     ({"goal": "room_b"}, "llm output unusable"),
     (LlmResult({"waypoint": "room_b"}, "", 5, None, elapsed_s=99.0), "llm too slow"),
     (LlmResult({"waypoint": "atlantis"}, "", 5, None), "llm choice not an option"),

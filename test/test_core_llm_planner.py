@@ -3,6 +3,7 @@ and the decision-quality harness scored with scripted models."""
 
 from __future__ import annotations
 
+import json
 import random
 from types import SimpleNamespace
 
@@ -60,7 +61,7 @@ def test_prompt_shows_status_age_and_notes_but_not_stale_claims():
     pos = set()
     for q, a in zip(FEW_SHOT[::2], FEW_SHOT[1::2], strict=True):
         lines = [ln for ln in q["content"].splitlines() if ln.startswith("- ")]
-        pos.add([ln.split()[1] for ln in lines].index(a["content"].split('"')[3]))
+        pos.add([ln.split()[1] for ln in lines].index(json.loads(a["content"])["waypoint"]))
     assert pos == {0, 1, 2}
 
 
@@ -84,7 +85,7 @@ def test_llm_planner_prompt_carries_plan_notes_and_history():
     from glove_ros.core.agent import Beliefs, PlanContext, PlanOption, Task, WorldMap
 
     wm = SimpleNamespace()
-    llm = ScriptedLlm([{"waypoint": "lab"}])
+    llm = ScriptedLlm([{"rule": "2 note", "waypoint": "lab"}])
     hist = {"lab": [_entry(4, "lab", "colors=red", Status.SUPPRESSED, 5, 50, "dissonance")]}
     p = LlmPlanner(llm, history=lambda wp: hist.get(wp, []), now=lambda: 100.0)
     p.set_notes([SimpleNamespace(name="n", body="The red block is in the lab.",
@@ -124,10 +125,18 @@ def test_harness_scores_right_and_wrong_models():
     cases = [bench.waypoint_case(rng, k) for k in bench.WAYPOINT_KINDS for _ in range(2)]
     assert {c.kind for c in cases} == set(bench.WAYPOINT_KINDS)
     answers_ = iter(c.answer for c in cases)
-    good = ScriptedLlm(default=lambda m, s: {"waypoint": next(answers_)})
+
+    def right(m, schema):
+        ans = next(answers_)
+        rule = next(b["properties"]["rule"]["enum"][0] for b in schema["anyOf"]
+                    if ans in b["properties"]["waypoint"]["enum"])
+        return {"rule": rule, "waypoint": ans}
+
+    good = ScriptedLlm(default=right)
     st = bench.run_waypoint(good, cases, 20.0)
     assert st.summary()["accuracy"] == 1.0 and st.summary()["valid_rate"] == 1.0
-    first = ScriptedLlm(default=lambda m, s: {"waypoint": s["properties"]["waypoint"]["enum"][0]})
+    first = ScriptedLlm(default=lambda m, s: {  # the last branch's farthest option
+        k: s["anyOf"][-1]["properties"][k]["enum"][-1] for k in ("rule", "waypoint")})
     s2 = bench.run_waypoint(first, cases, 20.0).summary()
     assert s2["accuracy"] < 0.8 and s2["fallback_rate"] == 0.0
     garbage = bench.run_waypoint(ScriptedLlm(default="nope"), cases[:3], 20.0).summary()

@@ -12,8 +12,8 @@ import random
 import pytest
 
 from glove_ros.benchmarks import llm as bench
-from glove_ros.core.llm import LlamaBackend, LlmConfig, choice_schema
-from glove_ros.core.llm_planner import decision_messages
+from glove_ros.core.llm import LlamaBackend, LlmConfig
+from glove_ros.core.llm_planner import decision_messages, decision_schema
 from glove_ros.core.models import DEFAULT_MODEL, ModelFileError, resolve_model
 from glove_ros.core.tasks import request_from_llm, request_messages, request_schema
 
@@ -41,8 +41,8 @@ def test_default_model_decides_with_reused_prefix_and_parses_a_request(backend):
     evaluated = []
     for c in cases:
         res = backend.complete_json(decision_messages(c.colour, c.current, c.options, c.notes),
-                                    choice_schema([o.waypoint for o in c.options], "waypoint"),
-                                    max_tokens=24)
+                                    decision_schema(c.colour, c.options, c.notes),
+                                    max_tokens=40)
         assert res.ok, res.error
         assert res.data["waypoint"] in {o.waypoint for o in c.options}
         evaluated.append(res.prompt_eval_tokens)

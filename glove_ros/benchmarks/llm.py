@@ -54,6 +54,7 @@ from glove_ros.core.llm_planner import (
     Note,
     OptionView,
     decision_messages,
+    decision_schema,
     reference_choice,
 )
 
@@ -277,9 +278,7 @@ def _pct(xs: Sequence[float], p: float) -> float:
 
 
 def _waypoint_schema(case: WaypointCase) -> dict[str, Any]:
-    from glove_ros.core.llm import choice_schema
-
-    return choice_schema([o.waypoint for o in case.options], key="waypoint")
+    return decision_schema(case.colour, case.options, case.notes)
 
 
 def run_waypoint(llm: Any, cases: Sequence[WaypointCase], timeout_s: float) -> JobStats:
@@ -287,7 +286,7 @@ def run_waypoint(llm: Any, cases: Sequence[WaypointCase], timeout_s: float) -> J
     st = JobStats("waypoint")
     for c in cases:
         res = llm.complete_json(decision_messages(c.colour, c.current, c.options, c.notes),
-                                _waypoint_schema(c), max_tokens=24)
+                                _waypoint_schema(c), max_tokens=40)
         choice = res.data.get("waypoint") if res.ok and isinstance(res.data, dict) else None
         slow = res.elapsed_s > timeout_s
         st.add(res, res.ok, choice == c.answer and not slow, not res.ok or slow, c.kind)
@@ -454,7 +453,7 @@ def prefix_speedup(llm: Any, cases: Sequence[WaypointCase], warm: Sequence[float
     for c in cases:
         llm.reset_cache()
         res = llm.complete_json(decision_messages(c.colour, c.current, c.options, c.notes),
-                                _waypoint_schema(c), max_tokens=24)
+                                _waypoint_schema(c), max_tokens=40)
         cold.append(res.elapsed_s)
         evaluated.append(res.prompt_eval_tokens)
     cw, cc = statistics.median(warm), statistics.median(cold)

@@ -670,7 +670,8 @@ class LlmPlanner:
     from the trusted beliefs of the context. Options beyond the prompt budget
     (``max_prompt_tokens``) are dropped, worst-ranked first.
 
-    The reply is constrained by ``choice_schema(options, key="waypoint")``. An error (invalid
+    The reply is constrained by :func:`~glove_ros.core.llm_planner.decision_schema`
+    (``{"rule", "waypoint"}``, the waypoint one the named rule allows). An error (invalid
     JSON, schema violation, token bound, llama.cpp error), a waypoint that is not an option
     or a reply slower than ``config.timeout_s`` falls back to :class:`GreedyPlanner`; the
     decision says so (``source="fallback"``, ``fallback_reason`` "<kind>: <detail>") and
@@ -695,6 +696,7 @@ class LlmPlanner:
         self.notes: list[Any] = []
         self.history = history
         self.now = now
+        self._schema: dict[str, Any] = {}
 
     @property
     def fallback_count(self) -> int:
@@ -722,6 +724,7 @@ class LlmPlanner:
             FactSource,
             OptionView,
             decision_messages,
+            decision_schema,
             notes_from_entries,
         )
 
@@ -744,19 +747,16 @@ class LlmPlanner:
         while len(views) > 1 and self._count(msgs[-1]["content"]) > self.config.max_prompt_tokens:
             views.pop()
             msgs = decision_messages(color, ctx.current, views, notes, extra)
+        self._schema = decision_schema(color, views, notes)
         return msgs
 
     def choose(self, ctx: PlanContext) -> PlanDecision:
         """Ask the LLM; fall back to the greedy choice on unusable output."""
-        from glove_ros.core.llm import choice_schema
-
         options = ctx.options[: self.config.max_options]
         if len(options) <= 1:
             return self.greedy.choose(ctx)
-        messages = self.messages(ctx, options)
+        messages, schema = self.messages(ctx, options), self._schema
         self.last_messages = messages
-        offered = [o for o in options if f"- {o.waypoint}," in messages[-1]["content"]]
-        schema = choice_schema([o.waypoint for o in offered or options], key="waypoint")
         self.calls += 1
         t0 = self.clock()
         try:

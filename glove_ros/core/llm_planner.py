@@ -12,8 +12,12 @@ What makes a 0.5-1.5B model choose well (measured with ``glove-ros bench llm``):
 * **Rules and examples in a static prefix.** The system message (rules) and three worked
   examples never change between decisions, so llama.cpp reuses their KV cache and only the
   short decision part is evaluated (``LlmResult.prompt_eval_tokens``).
-* **A schema-constrained answer**: ``{"waypoint": <one of the options>}``; the grammar makes
-  any other output impossible.
+* **A schema-constrained answer**: ``{"rule": ..., "waypoint": ...}``: the model first names
+  the rule that applies (HERE / note / UNKNOWN / NOT HERE), and the grammar then only
+  allows the options that rule covers (:func:`decision_schema`). Measured on seeds 0-13
+  with Qwen2.5-Coder-1.5B: a bare waypoint choice 3/14, rule first 3/7, rule first with the
+  rule-conditioned grammar 11/14 (small models classify the situation far better than they
+  pick the matching line).
 
 :func:`reference_choice` is the rule the examples teach (and the benchmark's ground truth):
 1. a verified fact puts the target at an option -> the nearest such option;
@@ -27,6 +31,7 @@ ROS-free; :class:`~glove_ros.core.agent.LlmPlanner` builds its messages here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +46,9 @@ __all__ = [
     "age_text",
     "option_line",
     "decision_messages",
+    "decision_schema",
+    "rule_groups",
+    "RULES",
     "reference_choice",
     "notes_from_entries",
     "mentions_waypoint",
@@ -164,13 +172,13 @@ DECISION_SYSTEM = (
     "You are the planner of a mobile robot searching a building for a coloured block. "
     "Each option shows what the robot's verified memory says about the block there: HERE, "
     "NOT HERE or UNKNOWN, and notes from plan memory. Older memories marked suppressed or "
-    "replaced are stale and say nothing.\n"
+    "replaced are stale and say nothing. Options are listed nearest first.\n"
     "Pick by the first rule that matches:\n"
-    "1. an option marked HERE (the nearest if several), even if it is far;\n"
-    "2. an UNKNOWN option that a note about the block names;\n"
-    "3. the nearest UNKNOWN option.\n"
-    "Pick a NOT HERE option only when nothing else is left.\n"
-    'Answer with JSON: {"waypoint": "<option>"}.'
+    "1. HERE: the first option marked HERE, even if it is far;\n"
+    "2. note: an UNKNOWN option that a note about the block names;\n"
+    "3. UNKNOWN: the first option marked UNKNOWN in the list;\n"
+    "4. NOT HERE: the first option, only when nothing else is left.\n"
+    'Answer with JSON: {"rule": "<the rule that matches>", "waypoint": "<option>"}.'
 )
 
 # worked examples; the right answer sits first, in the middle and last (a model must not
@@ -215,11 +223,51 @@ def _user(colour: str, current: str, options: Sequence[OptionView], notes: Seque
     return "\n".join(lines)
 
 
+#: the rule names the answer starts with (``decision_schema``)
+RULES = ("1 HERE", "2 note", "3 UNKNOWN", "4 NOT HERE")
+
+
+def rule_groups(colour: str, options: Sequence[OptionView], notes: Sequence[Note] = ()
+                ) -> dict[str, list[str]]:
+    """Rule -> the options it allows (nearest first): HERE / NOT HERE by verified verdict,
+    UNKNOWN for the rest, and ``note`` for the UNKNOWN options a note about the colour
+    names."""
+    groups: dict[str, list[str]] = {}
+    for o in sorted(options, key=lambda o: (o.distance, o.waypoint)):
+        v = o.verdict(colour)
+        groups.setdefault({"here": RULES[0], "absent": RULES[3]}.get(v, RULES[2]),
+                          []).append(o.waypoint)
+        if v == "unknown" and _note_for(o, colour, notes):
+            groups.setdefault(RULES[1], []).append(o.waypoint)
+    return dict(sorted(groups.items()))
+
+
+def decision_schema(colour: str, options: Sequence[OptionView], notes: Sequence[Note] = ()
+                    ) -> dict[str, Any]:
+    """``{"rule", "waypoint"}``: the model names the rule that applies first, and the
+    grammar then only lets it pick an option that rule allows (``anyOf`` of one branch per
+    rule, :func:`rule_groups`). So a model that reads memory right cannot pick, say, a NOT
+    HERE option under rule 1; which rule applies, and which of its options, is its call."""
+    return {"anyOf": [
+        {"type": "object",
+         "properties": {"rule": {"type": "string", "enum": [r]},
+                        "waypoint": {"type": "string", "enum": wps}},
+         "required": ["rule", "waypoint"], "additionalProperties": False}
+        for r, wps in rule_groups(colour, options, notes).items()]}
+
+
+def _rule_of(colour: str, options: Sequence[OptionView], notes: Sequence[Note],
+             answer: str) -> str:
+    groups = rule_groups(colour, options, notes)
+    return next(r for r in RULES if answer in groups.get(r, ()))
+
+
 def _few_shot() -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     for colour, cur, opts, notes, ans in _EX:
         out.append({"role": "user", "content": _user(colour, cur, opts, notes)})
-        out.append({"role": "assistant", "content": f'{{"waypoint": "{ans}"}}'})
+        out.append({"role": "assistant", "content": json.dumps(
+            {"rule": _rule_of(colour, opts, notes, ans), "waypoint": ans})})
     return out
 
 
