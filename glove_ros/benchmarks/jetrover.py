@@ -18,6 +18,17 @@ Modes:
           probe drives and looks are charged as steps
   static  every transition stored, nothing ever verified (the memory keeps what it learnt)
 
+Any memory method runs through the same loop (:class:`ModeRunner`, :data:`METHODS`): besides
+the modes above, ``oracle`` (memory is the simulator's current truth: the upper bound) and
+the baseline rules of :mod:`glove_ros.core.memory_views` (``LatestOverwrite``, ``RecentK``,
+``SlidingWindow``, ``RecencyWeighted``, ``PageHinkleyReset``, ``PeriodicRefresh``, each a
+view over the same store with settable parameters). Every method gets the same stuck hook
+and answers it by its own rule. :func:`run_world` runs one method on one world (e.g. from
+:func:`glove_ros.core.worldgen.generate_world`) fast and returns its drift metrics
+(:class:`DriftTracker`: detection delay in visits, false alarms per 1,000 transitions,
+deadlocks, ...). When the verifier knows ``unique_objects``, the colours that occur once
+among the world's blocks are passed to it (:func:`verifier_settings`).
+
 A look grabs ``--look-frames`` frames and counts a colour seen in any of them. When the
 agent's trusted memory allows no route to the waypoints left (or only a long detour), it asks
 the verifier to re-verify stale negative memories (``recheck_negatives(stuck=True)``; sync
@@ -45,8 +56,9 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -64,22 +76,32 @@ from glove_ros.core.agent import (
     LlmPlanner,
     LlmPlannerConfig,
     Look,
+    MemoryView,
     NavigateTo,
     StoreMemoryView,
     Task,
     TaskAgent,
     WorldMap,
+    colors_of,
 )
-from glove_ros.core.experience import Transition
-from glove_ros.core.perception import ColorBlockDetector, outcome_signature
+from glove_ros.core.experience import MemoryEntry, Status, Transition
+from glove_ros.core.memory_views import RULE_PARAMS, OracleView, RuleView, make_view
+from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig, outcome_signature
 from glove_ros.core.sim import Simulator
 from glove_ros.core.store import ExperienceStore
 from glove_ros.core.verifier import GloveVerifier, VerifierConfig
 from glove_ros.core.world import World, edge_key, load_world
 
 __all__ = [
+    "FAST_FRAME",
+    "FAST_MIN_AREA",
+    "FAST_NAV_DT",
+    "GLOVE_PARAMS",
+    "METHODS",
+    "METHOD_ALIASES",
     "MODES",
     "BenchConfig",
+    "DriftTracker",
     "ModeRunner",
     "add_arguments",
     "default_episodes",
@@ -87,13 +109,24 @@ __all__ = [
     "main",
     "make_tasks",
     "phase_plan",
+    "place_of",
     "result_stem",
     "run_benchmark",
     "run_mode",
+    "run_world",
+    "verifier_settings",
     "write_plot",
 ]
 
 MODES = ("async", "sync", "static")
+#: every memory method a ModeRunner runs: GLOVE (async, sync), static memory, the truth
+#: (oracle, the upper bound) and the baseline rules of :mod:`glove_ros.core.memory_views`
+METHODS = (*MODES, "oracle", *RULE_PARAMS)
+#: other spellings of the GLOVE methods
+METHOD_ALIASES = {"GLOVE-async": "async", "GLOVE-sync": "sync", "Static": "static"}
+#: parameters of the GLOVE methods: ``recheck`` False drops the project's stale-negative
+#: re-test when stuck (the reverify hook then does nothing), an ablation
+GLOVE_PARAMS = {"recheck": True}
 #: where each task starts: the dock, where the last task ended, or a seeded random waypoint
 TASK_STARTS = ("dock", "stay", "random")
 DEFAULT_OUT = Path("bench/results")
@@ -108,7 +141,10 @@ class BenchConfig:
     ``look_frames``: frames per look; ``frame_size``: (width, height) of the rendered
     frames; ``task_start``: ``random`` | ``dock`` | ``stay`` (:data:`TASK_STARTS`);
     ``verifier``: overrides of :class:`~glove_ros.core.verifier.VerifierConfig` fields
-    (``mode`` is set per mode).
+    (``mode`` is set per mode); ``detector_min_area``: the colour detector's smallest blob
+    in pixels (None: its default, sized for 640x480; small frames need a smaller one);
+    ``nav_dt``: simulation step while driving, seconds (travel times and outcomes do not
+    depend on it; a larger one runs faster).
     """
 
     episodes: int = 0
@@ -119,6 +155,8 @@ class BenchConfig:
     robot_id: str = "jetrover"
     task_start: str = "random"
     verifier: Mapping[str, Any] = field(default_factory=dict)
+    detector_min_area: int | None = None
+    nav_dt: float = 0.1
 
     def validate(self) -> BenchConfig:
         """Raise ValueError naming the bad field; return ``self``."""
@@ -136,6 +174,12 @@ class BenchConfig:
         if self.task_start not in TASK_STARTS:
             raise ValueError(f"task_start must be one of {', '.join(TASK_STARTS)}, got "
                              f"{self.task_start!r}")
+        m = self.detector_min_area
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ValueError(f"detector_min_area must be an int >= 1 or None, got {m!r}")
+        if isinstance(self.nav_dt, bool) or not isinstance(self.nav_dt, (int, float)) \
+                or not 0 < self.nav_dt <= 5:
+            raise ValueError(f"nav_dt must be in (0, 5] seconds, got {self.nav_dt!r}")
         if "mode" in self.verifier:
             raise ValueError("verifier overrides must not set 'mode': it is set per mode")
         VerifierConfig.from_dict({"mode": "async", **self.verifier})
@@ -183,6 +227,198 @@ def _truth(sim: Simulator) -> tuple[dict[str, str], frozenset[tuple[str, str]]]:
             sim.state.blocked_edges)
 
 
+def verifier_settings(world: World, overrides: Mapping[str, Any], mode: str
+                      ) -> dict[str, Any]:
+    """VerifierConfig settings for ``world``: ``overrides`` plus ``mode``, and, when the
+    verifier knows ``unique_objects``, the colours of the world's blocks that occur exactly
+    once (unless overridden)."""
+    out = {**overrides, "mode": mode}
+    if "unique_objects" in {f.name for f in fields(VerifierConfig)} \
+            and "unique_objects" not in overrides:
+        counts = Counter(b.color for b in world.blocks)
+        out["unique_objects"] = tuple(sorted(c for c, k in counts.items() if k == 1))
+    return out
+
+
+Place = tuple[str, ...]  # ("look", waypoint) or ("edge", a, b) with a <= b
+
+
+def place_of(state_key: str, action: str, action_arg: str) -> Place | None:
+    """The place a transition (or alert) is about: the waypoint of a look, the corridor of a
+    navigation (either direction); None for anything else."""
+    if action == ACTION_LOOK:
+        return ("look", state_key)
+    if action == ACTION_NAVIGATE and action_arg:
+        return ("edge", *edge_key(state_key, action_arg))
+    return None
+
+
+def _place_name(place: Place) -> str:
+    return place[1] if place[0] == "look" else f"{place[1]}-{place[2]}"
+
+
+class DriftTracker:
+    """Drift metrics of one run (fed by :class:`ModeRunner`).
+
+    A *change* is a place whose truth changed (a waypoint whose blocks changed, a corridor
+    that closed or opened). It is *stale* for the method when, at that moment, the method's
+    memory at the place contradicts the new truth (a look memory believing other colours;
+    a corridor believed blocked / open); empty memory is not stale. *Visits* to the place
+    after the change: looks at the waypoint / traversal attempts of the corridor in either
+    direction, the agent's and probes'. The *detection delay* of a stale change is the
+    number of visits up to the method's detection (0: before any visit): for GLOVE the
+    first alert about the place or the first moment its trusted memory there matches the
+    truth (a suppression or re-test without an alert); for the other methods the first
+    moment the memory it reads there matches the truth. None: never.
+
+    False alarms of the non-GLOVE methods: a recorded transition at a place no drift ever
+    touched after which the memory there stops matching the truth (a nuisance flipped the
+    belief), plus PageHinkley alarms with no drift since the previous alarm. (GLOVE's false
+    alarms are its alerts about untouched places, counted by the runner.)
+
+    Deadlock: a stale re-opened corridor (memory believes it blocked) that is neither
+    re-tried nor seen as open by the memory before the phase ends.
+    """
+
+    def __init__(self, runner: ModeRunner) -> None:
+        self.r = runner
+        self.step = 0
+        self.changes: list[dict[str, Any]] = []
+        self.pending: dict[Place, dict[str, Any]] = {}
+        self.watch: dict[Place, dict[str, Any]] = {}  # latest change record per place
+        self.false_alarms = 0
+        self.stuck_calls = 0
+        self._before: tuple[Place, bool] | None = None
+        self._drift_steps: list[int] = []
+        self._ph_alarms = 0
+        self._last_alarm_step = 0
+
+    @property
+    def glove(self) -> bool:
+        return self.r.verifier is not None
+
+    def _episode(self) -> int:
+        return self.r._ep.episode if self.r._ep is not None else self.r.sim.episode
+
+    def matches(self, place: Place) -> bool:
+        """Whether the memory the method reads agrees with the truth at ``place`` (empty
+        memory agrees: it does not mislead the planner)."""
+        if self.r.mode == "oracle":
+            return True  # the truth by construction
+        mem, state, cfg = self.r.memory, self.r.sim.state, self.r.agent_config
+        if place[0] == "look":
+            outs = [e.transition.outcome for e in mem.trusted(state_key=place[1],
+                                                               action=ACTION_LOOK)]
+            if not outs:
+                return True
+            seen = [colors_of(o) for o in outs]
+            believed = {c for c in set().union(*seen)
+                        if sum(c in x for x in seen) / len(seen) >= cfg.belief_threshold}
+            return believed == set(state.colors_at(place[1]))
+        a, b = place[1], place[2]
+        believed_blocked = False
+        for src, dst in ((a, b), (b, a)):
+            outs = [e.transition.outcome for e in mem.trusted(state_key=src,
+                                                               action=ACTION_NAVIGATE)
+                    if e.transition.action_arg == dst
+                    and e.transition.outcome in (OUTCOME_REACHED, OUTCOME_BLOCKED)]
+            if outs and outs.count(OUTCOME_BLOCKED) / len(outs) >= cfg.blocked_threshold:
+                believed_blocked = True
+        return believed_blocked == state.is_blocked(a, b)
+
+    # ------------------------------------------------------------------ events
+
+    def on_change(self, looks: set[str], edges: set[tuple[str, str]]) -> None:
+        """The truth changed at these places (just now)."""
+        ep = self._episode()
+        self._drift_steps.append(self.step)
+        places: list[Place] = [("look", w) for w in sorted(looks)]
+        places += [("edge", *e) for e in sorted(edges)]
+        for place in places:
+            old = self.pending.pop(place, None)
+            if old is not None:
+                old["superseded"] = True
+            stale = not self.matches(place)
+            rec: dict[str, Any] = {
+                "place": _place_name(place), "kind": place[0], "episode": ep,
+                "stale": stale, "visits": 0, "delay": None, "detected_episode": None,
+                "visit_episodes": [],
+            }
+            if place[0] == "edge":
+                rec["now"] = "blocked" if self.r.sim.state.is_blocked(*place[1:]) else "open"
+            self.changes.append(rec)
+            self.watch[place] = rec
+            if stale:
+                self.pending[place] = rec
+
+    def visit(self, place: Place | None) -> None:
+        """A look at / traversal attempt of ``place``."""
+        rec = self.watch.get(place) if place is not None else None
+        if rec is not None:
+            rec["visits"] += 1
+            rec["visit_episodes"].append(self._episode())
+
+    def before_record(self, t: Transition) -> None:
+        place = place_of(t.state_key, t.action, t.action_arg)
+        self._before = None
+        if self.glove or place is None:
+            return
+        untouched = (t.action == ACTION_LOOK and t.state_key not in self.r.touched_looks) or \
+            (t.action == ACTION_NAVIGATE
+             and edge_key(t.state_key, t.action_arg) not in self.r.touched_edges)
+        if untouched:
+            self._before = (place, self.matches(place))
+
+    def after_record(self, t: Transition, alert: Any) -> None:
+        self.step += 1
+        self.visit(place_of(t.state_key, t.action, t.action_arg))
+        if alert is not None:
+            ap = place_of(alert.state_key, alert.action, alert.action_arg)
+            if ap in self.pending:
+                self._detect(ap)
+        self._check_pending()
+        if self._before is not None:
+            bp, was = self._before
+            if was and not self.matches(bp):
+                self.false_alarms += 1
+        view = self.r.view
+        if view is not None and view.alerts > self._ph_alarms:
+            self._ph_alarms = view.alerts
+            if not any(self._last_alarm_step < d <= self.step for d in self._drift_steps):
+                self.false_alarms += 1
+            self._last_alarm_step = self.step
+
+    def after_reset(self) -> None:
+        """The memory was reset by the stuck hook."""
+        self._check_pending()
+
+    def _check_pending(self) -> None:
+        for place in list(self.pending):
+            if self.matches(place):
+                self._detect(place)
+
+    def _detect(self, place: Place) -> None:
+        rec = self.pending.pop(place)
+        rec["delay"] = rec["visits"]
+        rec["detected_episode"] = self._episode()
+
+    # ------------------------------------------------------------------ results
+
+    def deadlocks(self, episodes: int) -> list[str]:
+        """Stale re-opened corridors neither re-tried nor seen open within their phase."""
+        drift_eps = sorted({c["episode"] for c in self.changes})
+        out = []
+        for c in self.changes:
+            if c["kind"] != "edge" or c.get("now") != "open" or not c["stale"]:
+                continue
+            end = min((e for e in drift_eps if e > c["episode"]), default=episodes)
+            tried = any(e < end for e in c["visit_episodes"])
+            seen = c["detected_episode"] is not None and c["detected_episode"] < end
+            if not tried and not seen:
+                out.append(c["place"])
+        return out
+
+
 @dataclass
 class _Episode:
     episode: int
@@ -209,7 +445,16 @@ class _Episode:
 
 
 class ModeRunner:
-    """Runs one mode (``async``, ``sync`` or ``static``) through the task sequence.
+    """Runs one memory method (:data:`METHODS`) through the task sequence.
+
+    Every method drives the same agent, records every transition in the same kind of store
+    and gets the same ``reverify`` hook when the agent is stuck; only what the agent reads
+    back differs: GLOVE (``async``, ``sync``) reads the verifier's trusted entries and
+    re-tests stale negatives when stuck (``params={"recheck": False}``: not); ``static``
+    reads everything; ``oracle`` reads the simulator's current truth; a baseline rule
+    (``LatestOverwrite``, ``RecentK``, ...; ``params`` as in
+    :data:`~glove_ros.core.memory_views.RULE_PARAMS`) reads its view of the entries and
+    answers the stuck hook by its rule.
 
     ``planner_factory`` builds a fresh planner (default :class:`GreedyPlanner`); ``db_path``
     is the store file (default: a temporary directory removed afterwards).
@@ -217,9 +462,26 @@ class ModeRunner:
 
     def __init__(self, world: World, mode: str, config: BenchConfig | None = None,
                  planner_factory: Callable[[], Any] | None = None,
-                 db_path: str | Path | None = None) -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+                 db_path: str | Path | None = None,
+                 params: Mapping[str, Any] | None = None) -> None:
+        mode = METHOD_ALIASES.get(mode, mode)
+        if mode not in METHODS:
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(METHODS)}")
+        params = dict(params or {})
+        self.view: RuleView | None = None
+        if mode in ("async", "sync"):
+            unknown = sorted(set(params) - set(GLOVE_PARAMS))
+            if unknown:
+                raise ValueError(f"GLOVE-{mode} does not take {', '.join(unknown)}; its "
+                                 f"parameters: {', '.join(GLOVE_PARAMS)}")
+            self.params = {**GLOVE_PARAMS, **params}
+        elif mode in RULE_PARAMS:
+            self.view = make_view(mode, params)
+            self.params = {**RULE_PARAMS[mode][1], **params}
+        elif params:
+            raise ValueError(f"{mode} takes no parameters, got {', '.join(sorted(params))}")
+        else:
+            self.params = {}
         self.world = world
         self.mode = mode
         self.config = (config or BenchConfig()).validate()
@@ -227,7 +489,9 @@ class ModeRunner:
         self.tasks = make_tasks(world, self.episodes, self.config.seed)
         self.phases = phase_plan(world, self.episodes)
         self.sim = Simulator(world, seed=world.seed + self.config.seed)
-        self.detector = ColorBlockDetector()
+        dcfg = None if self.config.detector_min_area is None else \
+            ColorDetectorConfig(min_area=self.config.detector_min_area)
+        self.detector = ColorBlockDetector(dcfg)
         self._tmp = None
         if db_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"jetrover_{mode}_")
@@ -235,16 +499,26 @@ class ModeRunner:
         self.store = ExperienceStore(str(db_path), synchronous="NORMAL",
                                      clock=lambda: self.sim.time)
         self.verifier = None
-        if mode != "static":
-            vcfg = VerifierConfig.from_dict({**self.config.verifier, "mode": mode})
+        if mode in ("async", "sync"):
+            vcfg = VerifierConfig.from_dict(verifier_settings(world, self.config.verifier,
+                                                              mode))
             self.verifier = GloveVerifier(self.store, vcfg)
+        if mode == "oracle":
+            self.view = OracleView(self._oracle_truth)
+        elif mode == "static":  # every entry the store holds, read from memory (fast)
+            self.view = RuleView()
+        self.memory: MemoryView = self.view if self.view is not None \
+            else StoreMemoryView(self.store)
         self.planner = planner_factory() if planner_factory else GreedyPlanner()
+        self.agent_config = AgentConfig(max_steps=self.config.max_steps)
+        # static memory keeps its historical behaviour: no hook (a no-op hook acts the same)
         self.agent = TaskAgent(
-            WorldMap.from_world(world), self.planner, StoreMemoryView(self.store),
-            self.config.robot_id, config=AgentConfig(max_steps=self.config.max_steps),
-            reverify=self._reverify if self.verifier is not None else None,
+            WorldMap.from_world(world), self.planner, self.memory,
+            self.config.robot_id, config=self.agent_config,
+            reverify=None if mode == "static" else self._reverify,
             start_waypoint=self.sim.at_waypoint or world.start_waypoint,
         )
+        self.tracker = DriftTracker(self)
         self.touched_looks: set[str] = set()
         self.touched_edges: set[tuple[str, str]] = set()
         self._truth = _truth(self.sim)
@@ -258,9 +532,18 @@ class ModeRunner:
     def _track_drift(self) -> None:
         sigs, blocked = _truth(self.sim)
         old_sigs, old_blocked = self._truth
-        self.touched_looks |= {w for w in sigs if sigs[w] != old_sigs.get(w)}
-        self.touched_edges |= set(blocked ^ old_blocked)
+        looks = {w for w in sigs if sigs[w] != old_sigs.get(w)}
+        edges = set(blocked ^ old_blocked)
+        self.touched_looks |= looks
+        self.touched_edges |= edges
         self._truth = (sigs, blocked)
+        if looks or edges:
+            self.tracker.on_change(looks, edges)
+
+    def _oracle_truth(self) -> tuple[dict[str, str], frozenset[tuple[str, str]],
+                                     list[tuple[str, str]]]:
+        sigs, blocked = _truth(self.sim)
+        return sigs, blocked, [(e.a, e.b) for e in self.world.edges]
 
     def _caused_by_drift(self, state_key: str, action: str, action_arg: str) -> bool:
         if action == ACTION_LOOK:
@@ -288,7 +571,7 @@ class ModeRunner:
         avoid = set(self.agent.beliefs().blocked_edges)
         hops = 0
         for _ in range(4):
-            res = self.sim.navigate(target, avoid_edges=avoid)
+            res = self.sim.navigate(target, avoid_edges=avoid, dt=self.config.nav_dt)
             hops += max(0, len(res.visited) - 1)
             if res.outcome == OUTCOME_REACHED:
                 return True, hops
@@ -301,11 +584,17 @@ class ModeRunner:
     # ------------------------------------------------------------------ memory
 
     def record(self, t: Transition) -> None:
-        """Store ``t`` (static) or verify it; act on alerts and probe requests."""
+        """Store ``t`` (static, oracle, baseline views) or verify it (GLOVE); act on alerts
+        and probe requests; feed the drift metrics."""
+        self.tracker.before_record(t)
         if self.verifier is None:
-            self.store.record(t)
+            eid = self.store.record(t)
+            if self.view is not None:
+                self.view.record(MemoryEntry(eid, t, Status.TRUSTED, float(self.sim.time)))
+            self.tracker.after_record(t, None)
             return
         result = self.verifier.observe(t)
+        self.tracker.after_record(t, result.alert)
         if result.alert is not None:
             a = result.alert
             true = self._caused_by_drift(a.state_key, a.action, a.action_arg)
@@ -334,9 +623,11 @@ class ModeRunner:
                 if req.action == ACTION_LOOK:
                     outcomes.append(self.look_signature())
                     steps += 1
+                    self.tracker.visit(("look", req.state_key))
                 elif req.action == ACTION_NAVIGATE:
-                    res = self.sim.navigate(req.action_arg)
+                    res = self.sim.navigate(req.action_arg, dt=self.config.nav_dt)
                     steps += 1
+                    self.tracker.visit(("edge", *edge_key(req.state_key, req.action_arg)))
                     if res.outcome not in (OUTCOME_REACHED, OUTCOME_BLOCKED):
                         break
                     outcomes.append(res.outcome)
@@ -358,8 +649,17 @@ class ModeRunner:
             self.agent.relocate(here, self._pose())
 
     def _reverify(self, keys: list[tuple[str, str, str]]) -> bool:
-        """The agent is stuck behind remembered blockages: re-test stale negatives."""
-        assert self.verifier is not None
+        """The agent is stuck behind remembered blockages: each method answers by its rule
+        (GLOVE re-tests stale negatives, PageHinkleyReset resets, PeriodicRefresh
+        refreshes, local rules and the oracle do nothing)."""
+        self.tracker.stuck_calls += 1
+        if self.verifier is None:
+            acted = self.view.on_stuck(keys) if self.view is not None else False
+            if acted:
+                self.tracker.after_reset()
+            return acted
+        if not self.params.get("recheck", True):
+            return False
         states = sorted({k[0] for k in keys})
         rr = self.verifier.recheck_negatives(states or None, stuck=True)
         for req in rr.probe_requests:
@@ -410,7 +710,7 @@ class ModeRunner:
                 ep.stale_goal = (report.first_goal_kind == "believed" and task.color
                                  not in self.sim.state.colors_at(report.first_goal))
             if isinstance(action, NavigateTo):
-                res = self.sim.navigate(action.waypoint)
+                res = self.sim.navigate(action.waypoint, dt=self.config.nav_dt)
                 ts = self.agent.on_navigation(res.outcome, res.final_waypoint, self._pose())
             elif isinstance(action, Look):
                 ts = self.agent.on_look(self.look_signature())
@@ -470,6 +770,55 @@ class ModeRunner:
             out["llm"] = {"calls": getattr(self.planner, "calls", 0),
                           "fallbacks_by_reason": dict(fallbacks)}
         return out
+
+    def metrics(self) -> dict[str, Any]:
+        """Drift metrics of the finished run, JSON-ready (see :func:`run_world`)."""
+        first = self.phases[1]["start"] if len(self.phases) > 1 else 0
+        after = [e for e in self.results if e.episode >= first]
+        n = len(after)
+        transitions = self.tracker.step
+        if self.verifier is not None:
+            false_alarms = sum(e.false_alarms for e in self.results)
+            alerts = sum(e.alerts for e in self.results)
+            vstats = self.verifier.stats()
+            probes = int(vstats.get("probes", 0))
+        else:
+            false_alarms = self.tracker.false_alarms
+            alerts = self.view.alerts if self.view is not None else 0
+            probes = 0
+        stale_changes = [c for c in self.tracker.changes if c["stale"]]
+        return {
+            "method": self.mode,
+            "params": dict(self.params),
+            "episodes": self.episodes,
+            "first_drift": first if len(self.phases) > 1 else None,
+            "drift_tasks": n,
+            "drift_successes": sum(e.success for e in after),
+            "drift_success": round(sum(e.success for e in after) / n, 4) if n else None,
+            "success_rate": round(sum(e.success for e in self.results) / len(self.results), 4)
+            if self.results else None,
+            "steps_per_task": round(sum(e.steps for e in after) / n, 3) if n else None,
+            "stale_goals": sum(e.stale_goal for e in after),
+            "detection_delays": [c["delay"] for c in stale_changes],
+            "changes": [{k: v for k, v in c.items() if k != "visit_episodes"}
+                        for c in self.tracker.changes],
+            "alerts": alerts,
+            "false_alarms": false_alarms,
+            "transitions": transitions,
+            "false_alarms_per_1000": round(1000.0 * false_alarms / transitions, 3)
+            if transitions else 0.0,
+            "probes": probes,
+            "probe_steps": sum(e.probe_steps for e in self.results),
+            "stuck_calls": self.tracker.stuck_calls,
+            "resets": self.view.resets if self.view is not None else 0,
+            "deadlocks": len(self.tracker.deadlocks(self.episodes)),
+            "deadlock_corridors": self.tracker.deadlocks(self.episodes),
+            "phases": [self._aggregate(p["name"], [e for e in self.results
+                                                   if p["start"] <= e.episode < p["end"]],
+                                       None) | {"start": p["start"], "end": p["end"]}
+                       for p in self.phases],
+            "wall_s": round(self.wall_s, 3),
+        }
 
     @staticmethod
     def _episode_row(e: _Episode) -> dict[str, Any]:
@@ -541,6 +890,38 @@ def run_mode(world: World | str | Path, mode: str = "static",
     return ModeRunner(w, mode, config, _planner_factory(planner, llm)).run()
 
 
+#: settings of :func:`run_world`: one-frame looks on 80x60 frames (the detector's minimum
+#: blob scaled to the frame), tasks starting at random waypoints
+FAST_FRAME = (80, 60)
+FAST_MIN_AREA = 8
+FAST_NAV_DT = 0.5
+
+
+def run_world(world: World | str | Path, method: str, params: Mapping[str, Any] | None = None,
+              seed: int = 0, episodes: int = 0,
+              verifier_overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run one memory ``method`` (:data:`METHODS`, with ``params``) on ``world``: its drift
+    metrics, JSON-ready and fast (80x60 frames, one frame per look, so a world's
+    ``miss_detections`` rate is the per-look miss rate; greedy planner).
+
+    ``seed``: task sequence, task starts and noise; ``episodes``: 0 for
+    :func:`default_episodes`; ``verifier_overrides``: VerifierConfig fields for GLOVE.
+    Returns ``{world, seed, method, params, episodes, first_drift, drift_tasks,
+    drift_successes, drift_success, success_rate, steps_per_task, stale_goals,
+    detection_delays, changes, alerts, false_alarms, transitions, false_alarms_per_1000,
+    probes, probe_steps, stuck_calls, resets, deadlocks, deadlock_corridors, phases,
+    wall_s}``: success, steps and stale goals over the tasks from the first drift on (all
+    tasks in a nuisance-only world); the rest as :class:`DriftTracker` defines them.
+    """
+    w = world if isinstance(world, World) else load_world(world)
+    cfg = BenchConfig(episodes=episodes, seed=seed, look_frames=1, frame_size=FAST_FRAME,
+                      detector_min_area=FAST_MIN_AREA, nav_dt=FAST_NAV_DT,
+                      verifier=dict(verifier_overrides or {}))
+    runner = ModeRunner(w, method, cfg, params=params)
+    runner.run()
+    return {"world": w.name, "seed": seed, **runner.metrics()}
+
+
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
@@ -568,7 +949,8 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
         "config": {"episodes": episodes, "seed": cfg.seed, "max_steps": cfg.max_steps,
                    "look_frames": cfg.look_frames, "frame_size": list(cfg.frame_size),
                    "task_start": cfg.task_start, "planner": planner},
-        "verifier": VerifierConfig.from_dict({**cfg.verifier, "mode": "async"}).to_dict(),
+        "verifier": VerifierConfig.from_dict(verifier_settings(w, cfg.verifier, "async")
+                                             ).to_dict(),
         "phases": phases,
         "tasks": [t.color for t in make_tasks(w, episodes, cfg.seed)],
         "modes": results,
