@@ -388,8 +388,9 @@ class DriftTracker:
                 self.false_alarms += 1
             self._last_alarm_step = self.step
 
-    def after_reset(self) -> None:
-        """The memory was reset by the stuck hook."""
+    def check(self) -> None:
+        """Memory may have changed outside a recorded transition (a probe's result, the
+        stuck hook): detect what now matches."""
         self._check_pending()
 
     def _check_pending(self) -> None:
@@ -611,6 +612,8 @@ class ModeRunner:
                 ep.false_alarms += 0 if true else 1
         for req in result.probe_requests:
             self._probe(req)
+        if result.probe_requests:
+            self.tracker.check()
 
     def _probe(self, req: Any) -> None:
         """Synchronous replay: re-drive to the request's state and repeat its action."""
@@ -656,7 +659,7 @@ class ModeRunner:
         if self.verifier is None:
             acted = self.view.on_stuck(keys) if self.view is not None else False
             if acted:
-                self.tracker.after_reset()
+                self.tracker.check()
             return acted
         if not self.params.get("recheck", True):
             return False
@@ -664,6 +667,7 @@ class ModeRunner:
         rr = self.verifier.recheck_negatives(states or None, stuck=True)
         for req in rr.probe_requests:
             self._probe(req)
+        self.tracker.check()
         return bool(rr.suppressed_ids)
 
     # ------------------------------------------------------------------ run
@@ -899,13 +903,17 @@ FAST_NAV_DT = 0.5
 
 def run_world(world: World | str | Path, method: str, params: Mapping[str, Any] | None = None,
               seed: int = 0, episodes: int = 0,
-              verifier_overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              verifier_overrides: Mapping[str, Any] | None = None,
+              max_steps: int | None = None) -> dict[str, Any]:
     """Run one memory ``method`` (:data:`METHODS`, with ``params``) on ``world``: its drift
     metrics, JSON-ready and fast (80x60 frames, one frame per look, so a world's
     ``miss_detections`` rate is the per-look miss rate; greedy planner).
 
     ``seed``: task sequence, task starts and noise; ``episodes``: 0 for
-    :func:`default_episodes`; ``verifier_overrides``: VerifierConfig fields for GLOVE.
+    :func:`default_episodes`; ``verifier_overrides``: VerifierConfig fields for GLOVE;
+    ``max_steps``: step limit per task (default ``max(30, 4 * waypoints)``: a missed
+    detection at the right place costs a tour of every other waypoint before the re-look,
+    even for the oracle).
     Returns ``{world, seed, method, params, episodes, first_drift, drift_tasks,
     drift_successes, drift_success, success_rate, steps_per_task, stale_goals,
     detection_delays, changes, alerts, false_alarms, transitions, false_alarms_per_1000,
@@ -914,7 +922,9 @@ def run_world(world: World | str | Path, method: str, params: Mapping[str, Any] 
     tasks in a nuisance-only world); the rest as :class:`DriftTracker` defines them.
     """
     w = world if isinstance(world, World) else load_world(world)
-    cfg = BenchConfig(episodes=episodes, seed=seed, look_frames=1, frame_size=FAST_FRAME,
+    limit = max_steps if max_steps is not None else max(30, 4 * len(w.waypoints))
+    cfg = BenchConfig(episodes=episodes, seed=seed, max_steps=limit, look_frames=1,
+                      frame_size=FAST_FRAME,
                       detector_min_area=FAST_MIN_AREA, nav_dt=FAST_NAV_DT,
                       verifier=dict(verifier_overrides or {}))
     runner = ModeRunner(w, method, cfg, params=params)

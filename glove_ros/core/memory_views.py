@@ -289,14 +289,14 @@ class OracleView(RuleView):
 
     def visible(self) -> list[MemoryEntry]:
         sigs, blocked, corridors = self._truth()
-        out: list[MemoryEntry] = []
-        base = len(self._entries) * 1000 + 1
-        for w in sorted(sigs):
-            out.append(_entry(base + len(out), Transition(w, "look", sigs[w])))
+        # one id for all: every place is equally fresh (the planner's "least recently seen"
+        # order then falls back to distance)
+        now = len(self._entries) + 1
+        out = [_entry(now, Transition(w, "look", sigs[w])) for w in sorted(sigs)]
         for a, b in corridors:
             outcome = "blocked" if (min(a, b), max(a, b)) in blocked else "reached"
             for s, d in ((a, b), (b, a)):
-                out.append(_entry(base + len(out), Transition(s, "navigate_to", outcome, d)))
+                out.append(_entry(now, Transition(s, "navigate_to", outcome, d)))
         return out
 
 
