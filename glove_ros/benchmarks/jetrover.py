@@ -512,11 +512,10 @@ class ModeRunner:
             else StoreMemoryView(self.store)
         self.planner = planner_factory() if planner_factory else GreedyPlanner()
         self.agent_config = AgentConfig(max_steps=self.config.max_steps)
-        # static memory keeps its historical behaviour: no hook (a no-op hook acts the same)
         self.agent = TaskAgent(
             WorldMap.from_world(world), self.planner, self.memory,
             self.config.robot_id, config=self.agent_config,
-            reverify=None if mode == "static" else self._reverify,
+            reverify=self._reverify,
             start_waypoint=self.sim.at_waypoint or world.start_waypoint,
         )
         self.tracker = DriftTracker(self)
