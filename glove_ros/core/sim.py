@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -773,7 +773,8 @@ class Simulator:
 
     # ------------------------------------------------------------------ camera
 
-    def render_camera(self, width: int = 640, height: int = 480) -> np.ndarray:
+    def render_camera(self, width: int = 640, height: int = 480, *,
+                      noise_key: Sequence[int] | None = None) -> np.ndarray:
         """Render the camera frame at the current pose: ``(height, width, 3)`` uint8 BGR.
 
         Blocks at the current waypoint are painted as shaded boxes (their colours from
@@ -781,6 +782,11 @@ class Simulator:
         a wall (plain or corrugated cardboard) and a tiled floor, with per-frame lighting
         and Gaussian noise. Between waypoints only the background is seen. What was
         painted (and hidden by nuisance) is in :attr:`last_render`.
+
+        The frame's randomness (missed detections, lighting, noise) is drawn from the
+        running frame counter, or, given ``noise_key`` (non-negative ints), from
+        ``(seed, noise_key)``: the same key gives the same draws whatever was rendered
+        before (common random numbers for runs compared side by side).
         """
         import cv2  # lazy: only the camera needs OpenCV
 
@@ -788,7 +794,8 @@ class Simulator:
             raise ValueError(f"frame too small: {width}x{height} (min 32x24)")
         index = self._frame
         self._frame += 1
-        rng = np.random.default_rng([self.seed, 1, index])
+        rng = np.random.default_rng([self.seed, 1, index] if noise_key is None
+                                    else [self.seed, 2, *noise_key])
         wp = self._at
         style = self.world.waypoint(wp).wall if wp else "plain"
         img = self._background(style, wp or "", width, height).copy()
