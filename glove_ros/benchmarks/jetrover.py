@@ -144,7 +144,9 @@ class BenchConfig:
     (``mode`` is set per mode); ``detector_min_area``: the colour detector's smallest blob
     in pixels (None: its default, sized for 640x480; small frames need a smaller one);
     ``nav_dt``: simulation step while driving, seconds (travel times and outcomes do not
-    depend on it; a larger one runs faster).
+    depend on it; a larger one runs faster); ``common_noise``: the k-th look at a waypoint
+    in an episode gets the same frame noise and misses in every method (common random
+    numbers: side-by-side differences are the methods', not the dice's).
     """
 
     episodes: int = 0
@@ -157,6 +159,7 @@ class BenchConfig:
     verifier: Mapping[str, Any] = field(default_factory=dict)
     detector_min_area: int | None = None
     nav_dt: float = 0.1
+    common_noise: bool = False
 
     def validate(self) -> BenchConfig:
         """Raise ValueError naming the bad field; return ``self``."""
@@ -519,6 +522,8 @@ class ModeRunner:
             start_waypoint=self.sim.at_waypoint or world.start_waypoint,
         )
         self.tracker = DriftTracker(self)
+        self._look_counts: dict[tuple[int, str], int] = {}
+        self._wp_index = {w: i for i, w in enumerate(world.waypoint_ids)}
         self.touched_looks: set[str] = set()
         self.touched_edges: set[tuple[str, str]] = set()
         self._truth = _truth(self.sim)
@@ -555,11 +560,24 @@ class ModeRunner:
     # ------------------------------------------------------------------ robot
 
     def look_signature(self) -> str:
-        """Render ``look_frames`` frames at the current pose; colours seen in any frame."""
+        """Render ``look_frames`` frames at the current pose; colours seen in any frame.
+
+        With ``common_noise`` the k-th look at a waypoint within an episode draws its frame
+        noise (and missed detections) from (episode, waypoint, k, frame): every method
+        compared side by side meets the same misses on the same visits."""
         w, h = self.config.frame_size
+        key: list[int] | None = None
+        if self.config.common_noise:
+            here = self.sim.at_waypoint or self.sim.last_waypoint
+            ep = self._ep.episode if self._ep is not None else self.sim.episode
+            k = self._look_counts.get((ep, here), 0)
+            self._look_counts[(ep, here)] = k + 1
+            key = [max(ep, 0), self._wp_index[here], k]
         detections = []
-        for _ in range(self.config.look_frames):
-            detections += self.detector.detect(self.sim.render_camera(w, h))
+        for j in range(self.config.look_frames):
+            frame = self.sim.render_camera(w, h, noise_key=None if key is None else
+                                           [*key, j])
+            detections += self.detector.detect(frame)
         return outcome_signature(detections)
 
     def _pose(self) -> tuple[float, float, float]:
@@ -906,7 +924,8 @@ def run_world(world: World | str | Path, method: str, params: Mapping[str, Any] 
               max_steps: int | None = None) -> dict[str, Any]:
     """Run one memory ``method`` (:data:`METHODS`, with ``params``) on ``world``: its drift
     metrics, JSON-ready and fast (80x60 frames, one frame per look, so a world's
-    ``miss_detections`` rate is the per-look miss rate; greedy planner).
+    ``miss_detections`` rate is the per-look miss rate; common random numbers: every
+    method meets the same misses on its k-th look at a place in an episode; greedy planner).
 
     ``seed``: task sequence, task starts and noise; ``episodes``: 0 for
     :func:`default_episodes`; ``verifier_overrides``: VerifierConfig fields for GLOVE;
@@ -924,7 +943,7 @@ def run_world(world: World | str | Path, method: str, params: Mapping[str, Any] 
     limit = max_steps if max_steps is not None else max(30, 4 * len(w.waypoints))
     cfg = BenchConfig(episodes=episodes, seed=seed, max_steps=limit, look_frames=1,
                       frame_size=FAST_FRAME,
-                      detector_min_area=FAST_MIN_AREA, nav_dt=FAST_NAV_DT,
+                      detector_min_area=FAST_MIN_AREA, nav_dt=FAST_NAV_DT, common_noise=True,
                       verifier=dict(verifier_overrides or {}))
     runner = ModeRunner(w, method, cfg, params=params)
     runner.run()
