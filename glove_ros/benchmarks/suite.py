@@ -358,20 +358,48 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
 # --------------------------------------------------------------------------- waypoints
 
 
+def _waypoint_method(method: str, params: Mapping[str, Any] | None
+                     ) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """(jetrover method name, verifier overrides, view params) of a suite method."""
+    from glove_ros.core.memory_rules import GLOVE_ABLATIONS
+
+    if method == "Oracle":
+        return "oracle", {}, None
+    if method in GLOVE_ABLATIONS:
+        mode, overrides = GLOVE_ABLATIONS[method]
+        return f"GLOVE-{mode}", dict(overrides), None
+    return method, {}, dict(params) if params else None
+
+
 def _waypoint_runner(nuisance_only: bool, opts: Mapping[str, Any]) -> Callable[..., Any]:
     from glove_ros.benchmarks import jetrover
     from glove_ros.core import worldgen
 
-    kind = "nuisance" if nuisance_only else "drift"
+    kinds = tuple(opts.get("kinds") or [k for k in worldgen.DRIFT_KINDS if k != "nuisance"])
 
     def run(seed: int, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        kind = "nuisance" if nuisance_only else kinds[seed % len(kinds)]
         world = worldgen.generate_world(seed, kind=kind)
-        rec = jetrover.run_world(world, method, dict(params or {}), seed,
-                                 int(opts.get("episodes", 0)), {})
-        rec.setdefault("world", world.name)
-        rec.setdefault("method", method)
-        rec.setdefault("params", dict(params or {}))
-        return rec
+        name, overrides, view_params = _waypoint_method(method, params)
+        rec = jetrover.run_world(world, name, view_params, seed, int(opts.get("episodes", 0)),
+                                 overrides)
+        return {
+            "world": rec.get("world", world.name),
+            "kind": kind,
+            "method": method,
+            "params": dict(params or {}),
+            "drift_success": float(rec["drift_success"]),
+            "steps_per_task": float(rec["steps_per_task"]),
+            "delays": [math.inf if d is None else float(d)
+                       for d in rec.get("detection_delays", [])],
+            # false alarms: alerts (or belief flips) about places no drift touched, over
+            # every transition of the run
+            "quiet_transitions": int(rec.get("transitions", 0)),
+            "false_alarms": int(rec.get("false_alarms", 0)),
+            "probe_steps": int(rec.get("probe_steps", 0)),
+            "deadlocks": int(rec.get("deadlocks", 0)),
+            "stale_goals": int(rec.get("stale_goals", 0)),
+        }
 
     return run
 
@@ -481,22 +509,26 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
     }
     t0 = time.perf_counter()
     for fam in fams:
-        opts = config.family.get(fam, {})
+        opts = config.family.get(fam) or {}
         try:
             run = _family_runner(fam, opts)
         except (ImportError, AttributeError) as exc:
             _progress(f"[suite] {fam}: skipped ({exc})", quiet)
             continue
+        # a family may use the first N seeds of each range (its cost per world is higher)
+        ft_hi = min(t_hi, t_lo + int(opts["tune"])) if "tune" in opts else t_hi
+        fr_hi = min(r_hi, r_lo + int(opts["report"])) if "report" in opts else r_hi
         # 1. sweep the baselines on the tune seeds
         best: dict[str, dict[str, Any]] = {}
         sweep_doc: dict[str, Any] = {}
+        sweep = {**config.sweep, **{k: tuple(v) for k, v in (opts.get("sweep") or {}).items()}}
         for name in config.baselines:
             param = BASELINE_PARAMS.get(name)
-            values = config.sweep.get(name, ()) if param else ()
+            values = sweep.get(name, ()) if param else ()
             settings = [{param: v} for v in values] if param and values else [{}]
             scores = []
             for setting in settings:
-                recs = [run(s, name, setting) for s in range(t_lo, t_hi)]
+                recs = [run(s, name, setting) for s in range(t_lo, ft_hi)]
                 agg = aggregate(recs)
                 scores.append((agg["drift_success"], -agg["steps_per_task"], setting, agg))
             scores.sort(key=lambda x: (x[0], x[1]), reverse=True)
@@ -510,12 +542,14 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
         records: dict[str, list[dict[str, Any]]] = {}
         for m in methods:
             params = best.get(m) or None
-            records[m] = [run(s, m, params) for s in range(r_lo, r_hi)]
-            _progress(f"[suite] {fam}: {m} on {r_hi - r_lo} report worlds "
+            records[m] = [run(s, m, params) for s in range(r_lo, fr_hi)]
+            _progress(f"[suite] {fam}: {m} on {fr_hi - r_lo} report worlds "
                       f"({time.perf_counter() - t0:.0f}s)", quiet)
         oracle = records.get("Oracle")
         doc["families"][fam] = {
             "options": dict(opts),
+            "tune_seeds": [t_lo, ft_hi],
+            "report_seeds": [r_lo, fr_hi],
             "best_params": best,
             "sweep_on_tune_seeds": sweep_doc,
             "methods": {m: {**aggregate(recs, oracle), "params": best.get(m, {})}
