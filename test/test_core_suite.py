@@ -127,3 +127,29 @@ def test_gym_adapter_errors_name_the_key(tmp_path):
     f.write_text("envv: x\n")
     with pytest.raises(ValueError, match="unknown key"):
         gymb.load_scenario(f)
+
+
+QUICK_WAYPOINT = """
+tune_seeds: [0, 1]
+report_seeds: [1000, 1001]
+families: [waypoint]
+baselines: [LatestOverwrite, RecentK]
+sweep: {RecentK: [3]}
+family: {waypoint: {kinds: [swap]}}
+"""
+
+
+def test_quick_waypoint_family_runs_glove_its_ablations_baselines_and_bounds(tmp_path):
+    pytest.importorskip("cv2")
+    quick = tmp_path / "quick.yaml"
+    quick.write_text(QUICK_WAYPOINT)
+    doc = suite.run_suite(suite.load_suite(quick), quiet=True)
+    methods = doc["families"]["waypoint"]["methods"]
+    assert set(methods) == {"GLOVE-async", "GLOVE-sync", "GLOVE-async-pth",
+                            "GLOVE-async-norecheck", "GLOVE-async-noobject",
+                            "LatestOverwrite", "RecentK", "Static", "Oracle"}
+    # a swap with unique colours: GLOVE believes the truth at the changed places within
+    # a visit; the oracle never drives to the stale place
+    assert methods["GLOVE-async"]["detection_median"] in (0, 1)
+    assert methods["Oracle"]["drift_success"] >= methods["Static"]["drift_success"]
+    assert methods["GLOVE-async"]["false_alarms_per_1000"] <= 1.0
