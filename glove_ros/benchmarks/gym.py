@@ -122,7 +122,9 @@ class GymScenario:
 
 def load_scenario(path: str | Path) -> GymScenario:
     """Read, check and resolve a scenario file; errors name the key."""
-    p = Path(path)
+    from glove_ros.paths import resolve_bundled
+
+    p = resolve_bundled(str(path), "bench/scenarios")
     data = yaml.safe_load(p.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{p}: a scenario must be a mapping")

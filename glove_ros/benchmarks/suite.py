@@ -112,7 +112,10 @@ class SuiteConfig:
 
 
 def load_suite(path: str | Path = DEFAULT_SCENARIO) -> SuiteConfig:
-    """Read and validate the suite's YAML."""
+    """Read and validate the suite's YAML (a path, or a bundled scenario name)."""
+    from glove_ros.paths import resolve_bundled
+
+    path = resolve_bundled(str(path), "bench/scenarios")
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the suite file must be a mapping")
@@ -631,8 +634,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Generated drift suite: every memory rule on generated FrozenLake and waypoint "
         "worlds; baselines swept on the tune seeds, every method reported on the report "
         "seeds (both fixed in the scenario file). Writes <out>/suite.json and suite.png.")
-    parser.add_argument("--scenario", default=str(DEFAULT_SCENARIO),
-                        help="suite YAML (default: %(default)s)")
+    parser.add_argument("--scenario", default="suite",
+                        help="suite YAML, a path or a bundled name (default: %(default)s, "
+                        "bench/scenarios/suite.yaml)")
     parser.add_argument("--families", nargs="+", choices=FAMILIES,
                         help="run only these families")
     parser.add_argument("--tune", type=int, help="use only the first N tune seeds")
