@@ -67,6 +67,7 @@ __all__ = [
     "MemoryRule",
     "Oracle",
     "PageHinkleyReset",
+    "PageHinkleyTest",
     "PeriodicRefresh",
     "ProbeTarget",
     "RecencyWeighted",
@@ -289,6 +290,38 @@ class RecencyWeighted(_SampleMemory):
         return {o: w / total for o, w in weights.items()}
 
 
+class PageHinkleyTest:
+    """The Page-Hinkley change test on a stream of surprises x in [0, 1].
+
+    With running mean ``x_bar``, ``m_t = sum(x - x_bar - delta)`` and ``M_t = min m``;
+    :meth:`update` returns True (an alarm) when ``m_t - M_t > threshold`` and restarts.
+    Shared by :class:`PageHinkleyReset` and the JetRover benchmark's view of it.
+    """
+
+    def __init__(self, delta: float = 0.05, threshold: float = 1.0) -> None:
+        self.delta = float(delta)
+        self.threshold = float(threshold)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the stream."""
+        self.n = 0
+        self.mean = 0.0
+        self.m = 0.0
+        self.m_min = 0.0
+
+    def update(self, x: float) -> bool:
+        """Add one surprise; True on an alarm (the test then starts afresh)."""
+        self.n += 1
+        self.mean += (x - self.mean) / self.n
+        self.m += x - self.mean - self.delta
+        self.m_min = min(self.m_min, self.m)
+        if self.m - self.m_min > self.threshold:
+            self.reset()
+            return True
+        return False
+
+
 class PageHinkleyReset(_SampleMemory):
     """Keeps every outcome; a Page-Hinkley change test on surprise clears all memory.
 
@@ -309,30 +342,17 @@ class PageHinkleyReset(_SampleMemory):
         self.delta = float(delta)
         self.threshold = float(threshold)
         self.resets = 0
-        self._reset_test()
-
-    def _reset_test(self) -> None:
-        self._n = 0
-        self._mean = 0.0
-        self._m = 0.0
-        self._m_min = 0.0
+        self.test = PageHinkleyTest(delta, threshold)
 
     def observe(
         self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
         step: int = 0,
     ) -> None:
         dist = self.distribution(state, action)
-        if dist is not None:
-            x = 1.0 - dist.get(outcome, 0.0)
-            self._n += 1
-            self._mean += (x - self._mean) / self._n
-            self._m += x - self._mean - self.delta
-            self._m_min = min(self._m_min, self._m)
-            if self._m - self._m_min > self.threshold:
-                self.alerts += 1
-                self.resets += 1
-                self.clear()
-                self._reset_test()
+        if dist is not None and self.test.update(1.0 - dist.get(outcome, 0.0)):
+            self.alerts += 1
+            self.resets += 1
+            self.clear()
         super().observe(state, action, outcome, reward, step)
 
     def on_stuck(
@@ -342,7 +362,7 @@ class PageHinkleyReset(_SampleMemory):
         if self._samples:
             self.resets += 1
             self.clear()
-            self._reset_test()
+            self.test.reset()
         return []
 
     def stats(self) -> dict[str, Any]:

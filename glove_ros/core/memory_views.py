@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from glove_ros.core.experience import MemoryEntry, Status, Transition
+from glove_ros.core.memory_rules import PageHinkleyTest
 
 __all__ = [
     "RULE_PARAMS",
@@ -217,13 +218,7 @@ class PageHinkleyResetView(_SinceView):
         self.delta = float(delta)
         self.threshold = float(threshold)
         self.alarm_steps: list[int] = []
-        self._reset_test()
-
-    def _reset_test(self) -> None:
-        self._n = 0
-        self._mean = 0.0
-        self._m = 0.0
-        self._m_min = 0.0
+        self.test = PageHinkleyTest(delta, threshold)
 
     def surprise(self, t: Transition) -> float | None:
         """1 - believed probability of ``t``'s outcome (None: the key is unknown)."""
@@ -234,22 +229,16 @@ class PageHinkleyResetView(_SinceView):
 
     def record(self, entry: MemoryEntry) -> None:
         x = self.surprise(entry.transition)
-        if x is not None:
-            self._n += 1
-            self._mean += (x - self._mean) / self._n
-            self._m += x - self._mean - self.delta
-            self._m_min = min(self._m_min, self._m)
-            if self._m - self._m_min > self.threshold:
-                self.alerts += 1
-                self.alarm_steps.append(len(self._entries))
-                self.reset()
-                self._reset_test()
+        if x is not None and self.test.update(x):
+            self.alerts += 1
+            self.alarm_steps.append(len(self._entries))
+            self.reset()
         super().record(entry)
 
     def on_stuck(self, keys: list[Key]) -> bool:
         acted = super().on_stuck(keys)
         if acted:
-            self._reset_test()
+            self.test.reset()
         return acted
 
 
