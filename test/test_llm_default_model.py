@@ -17,7 +17,8 @@ from glove_ros.core.llm_planner import decision_messages, decision_schema
 from glove_ros.core.models import DEFAULT_MODEL, ModelFileError, resolve_model
 from glove_ros.core.tasks import request_from_llm, request_messages, request_schema
 
-pytestmark = [pytest.mark.llm, pytest.mark.slow]
+# ~30 s on 2 quiet cores; a shared, loaded machine needs far longer for the first prompt
+pytestmark = [pytest.mark.llm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
