@@ -100,7 +100,11 @@ def nav2(tmp_path_factory):
     finally:
         proc.stop()
         standin.terminate()
-        standin.wait(10)
+        try:
+            standin.wait(10)
+        except subprocess.TimeoutExpired:  # Jazzy's rclpy can hang in shutdown on SIGTERM
+            standin.kill()
+            standin.wait(10)
 
 
 def _set_mode(nav2, mode: str) -> None:
