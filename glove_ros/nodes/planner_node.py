@@ -199,6 +199,7 @@ class PlannerNode(LifecycleNode):
         self._agent: TaskAgent | None = None
         self._map: WorldMap | None = None
         self._servers: list[Any] = []
+        self._accepting = False
         self._handles: list[Any] = []
         self._wp_pub = None
         self._outcome_pub = None
@@ -296,13 +297,19 @@ class PlannerNode(LifecycleNode):
             reverify=self._reverify if values["reverify_on_stuck"] else None,
             start_waypoint=self._at,
         )
-        self._servers = [
-            ActionServer(self, RunTask, "run_task", self._execute_task, callback_group=g,
-                         goal_callback=lambda _g: GoalResponse.ACCEPT,
-                         cancel_callback=lambda _g: CancelResponse.ACCEPT),
-            ActionServer(self, Probe, "probe", self._execute_probe, callback_group=g,
-                         cancel_callback=lambda _g: CancelResponse.ACCEPT),
-        ]
+        # Action servers live from the first activation on and refuse goals while inactive:
+        # destroying one while the executor waits on it crashes rclpy (Jazzy: "action
+        # server pointer is invalid"), and rclpy has no lifecycle action server.
+        if not self._servers:
+            self._servers = [
+                ActionServer(self, RunTask, "run_task", self._execute_task, callback_group=g,
+                             goal_callback=self._goal_response,
+                             cancel_callback=lambda _g: CancelResponse.ACCEPT),
+                ActionServer(self, Probe, "probe", self._execute_probe, callback_group=g,
+                             goal_callback=self._goal_response,
+                             cancel_callback=lambda _g: CancelResponse.ACCEPT),
+            ]
+        self._accepting = True
         if self._at:
             self._publish_waypoint(self._at)
         self.get_logger().info(
@@ -311,10 +318,11 @@ class PlannerNode(LifecycleNode):
                "an unknown waypoint until its pose arrives"))
         return super().on_activate(state)
 
+    def _goal_response(self, _goal: Any) -> GoalResponse:
+        return GoalResponse.ACCEPT if self._accepting else GoalResponse.REJECT
+
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        for server in self._servers:
-            server.destroy()
-        self._servers = []
+        self._accepting = False  # the servers stay; new goals are refused until activated
         for h in self._handles:
             self.destroy_subscription(h)
         self._handles = []
