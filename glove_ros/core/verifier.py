@@ -704,7 +704,9 @@ class GloveVerifier:
         cfg = self.config
         need = cfg.required_evidence
         if cfg.detector == "bayes" and not cfg.evidence_threshold:
-            eta = max(self._noise.rate(k) for k in self._noise_kinds(action, {"x=y": 1}))
+            kinds = ((f"{action}:loss", f"{action}:other") if action == cfg.object_action
+                     else (action,))
+            eta = max(self._noise.rate(k) for k in kinds)
             k = math.ceil(math.log(cfg.alarm_delta) / math.log(eta) - 1e-9)
             need = max(need, min(5, k))
         return need
