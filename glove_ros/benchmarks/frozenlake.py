@@ -19,7 +19,15 @@ is handed to memory) is charged to it; an episode the budget cannot finish is a 
 A probe cap bounds the probe steps within it (paper: B = 310 = 280 task + 30 probe).
 For a phase that re-opens a hole the benchmark reports the self-confirming deadlock: the
 method's memory believed an entry to the re-opened tile to be a hole at the start of the
-phase and neither the agent nor a probe ever tried that entry again.
+phase, still believes it at the end, neither the agent nor a probe ever tried that entry
+again, and it costs: the route memory believes in from the start tile is longer than the
+true shortest route (or there is none). A wrong memory that costs nothing (another route
+is as short) is reported apart as ``stale_kept``.
+
+The agent hands its memory rule two hooks, the same for every rule: ``on_stuck`` when no
+believed route is left, and ``on_blocked(pairs)`` when remembered falls are all that stand
+between it and a shorter route (GLOVE re-tests those not re-confirmed since its latest
+dissonance; the local rules keep what they believe).
 
 Scenario YAML keys (unknown keys are errors):
 
@@ -61,7 +69,8 @@ JSON shape:
                    probes, alerts, decisions, budget_exhausted_episodes,
                    reopened_tiles: [[row, col]], negative_entries: [[state, action]],
                    entry_retries_task, entry_retries_probe,
-                   deadlock: true | false | null (no tile re-opened in this phase)}],
+                   deadlock: true | false | null (no tile re-opened in this phase),
+                   stale_kept: true | false | null}],
        "drift_successes", "drift_episodes",
        "budget_used": {task, probe, left}, "rule_stats": {...},
        "llm": {calls, fallbacks} (policy llm only)}},
@@ -73,6 +82,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -551,6 +561,63 @@ class MemoryAgent:
                         queue.append(nxt)
         return seen
 
+    def _route_length(self, state: int, beliefs: dict, holes: set[int], optimistic: bool,
+                      kept: frozenset[int] = frozenset()) -> tuple[float, list[tuple[int, int]]]:
+        """Fewest moves to a goal over believed ice transitions, and the pairs used.
+
+        ``optimistic``: a pair believed to end in a hole (remembered, or guessed into a
+        remembered hole tile) is planned as its intended move instead, unless it leads
+        into a tile of ``kept`` (holes memory was asked about and stands by)."""
+        prev: dict[int, tuple[int, int]] = {}
+        seen = {state}
+        queue = deque([(state, 0)])
+        while queue:
+            s, d = queue.popleft()
+            for a in range(4):
+                dist, _ = self.model(s, a, beliefs, holes)
+                nxt = move(s, a, self.nrow, self.ncol)
+                if optimistic and self.hole_risk(dist) >= 0.5 and nxt not in kept:
+                    dist = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}
+                for (nxt, kind), p in dist.items():
+                    if p <= 0:
+                        continue
+                    if kind == GOAL:
+                        path = [(s, a)]
+                        while path[-1][0] != state:
+                            path.append(prev[path[-1][0]])
+                        return float(d + 1), path[::-1]
+                    if kind == ICE and nxt not in seen:
+                        seen.add(nxt)
+                        prev[nxt] = (s, a)
+                        queue.append((nxt, d + 1))
+        return math.inf, []
+
+    def blocking_pairs(self, state: int, beliefs: dict,
+                       kept: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
+        """Remembered failures that stand between ``state`` and a shorter route.
+
+        Empty unless ignoring what memory says ends in a hole (but the ``kept`` tiles)
+        would shorten the way to a goal (the agent detours, or is stuck); then the
+        remembered pairs whose failure blocks that shorter route: the pair itself, and the
+        pairs that remember falling into the same tile."""
+        holes = self.hole_tiles(beliefs)
+        believed, _ = self._route_length(state, beliefs, holes, optimistic=False)
+        free, path = self._route_length(state, beliefs, holes, True, kept)
+        if not free < believed:
+            return []
+        out: list[tuple[int, int]] = []
+        for s, a in path:
+            dist, guessed = self.model(s, a, beliefs, holes)
+            if self.hole_risk(dist) < 0.5:
+                continue
+            if not guessed:
+                out.append((s, a))
+            # a remembered fall into a tile blocks every way into it
+            tile = move(s, a, self.nrow, self.ncol)
+            out += [pair for pair, d in beliefs.items() if d and any(
+                nxt == tile and kind == HOLE and p >= 0.5 for (nxt, kind), p in d.items())]
+        return sorted(set(out))
+
     @staticmethod
     def hole_risk(dist: dict[Hashable, float] | None) -> float:
         """Believed probability that a pair ends in a hole (0 for unknown pairs)."""
@@ -641,6 +708,7 @@ class PhaseResult:
     entry_retries_task: int = 0
     entry_retries_probe: int = 0
     deadlock: bool | None = None
+    stale_kept: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (see the README's JSON shape)."""
@@ -660,6 +728,7 @@ class PhaseResult:
             "entry_retries_task": self.entry_retries_task,
             "entry_retries_probe": self.entry_retries_probe,
             "deadlock": self.deadlock,
+            "stale_kept": self.stale_kept,
         }
 
 
@@ -743,6 +812,7 @@ class Runner:
         state = int(obs)
         tried: dict[tuple[int, int], int] = {}
         asked_stuck: set[int] = set()
+        asked_blocked: set[tuple[tuple[int, int], ...]] = set()
         for _ in range(self.sc.max_episode_steps):
             if self.budget is not None and self.budget.left <= 0:
                 return False, True
@@ -756,6 +826,9 @@ class Runner:
                     beliefs = self.agent.beliefs(self.rule)
                     if self.budget is not None and self.budget.left <= 0:
                         return False, True
+            beliefs, exhausted = self._ask_blocked(state, beliefs, probe_env, asked_blocked)
+            if exhausted:
+                return False, True
             if self.policy is not None:
                 action = self.policy.choose(self, state, beliefs, tried)
             else:
@@ -780,6 +853,43 @@ class Runner:
                 return False, False
             state = int(nxt)
         return False, False
+
+    def _ask_blocked(self, state: int, beliefs: dict, probe_env: Any,
+                     asked: set[tuple[tuple[int, int], ...]]) -> tuple[dict, bool]:
+        """The detour hook: hand the rule the remembered failures that block a shorter
+        route (each set once per episode); where it stands by them, look for the next
+        shorter route past them. Returns (beliefs, budget exhausted)."""
+        kept: set[int] = set()
+        while True:
+            blocking = tuple(self.agent.blocking_pairs(state, beliefs, frozenset(kept)))
+            if not blocking or blocking in asked:
+                return beliefs, False
+            asked.add(blocking)
+            targets = self.rule.on_blocked(blocking, self.step)
+            if targets:
+                self._run_probes(targets, probe_env)
+            now = self.agent.beliefs(self.rule)
+            if self.budget is not None and self.budget.left <= 0:
+                return now, True
+            if targets or any(now[p] != beliefs[p] for p in blocking):
+                return now, False
+            kept |= {move(s, a, self.sc.nrow, self.sc.ncol) for s, a in blocking}
+
+    def _route_longer_than_true(self, desc: Sequence[str]) -> bool:
+        """Whether the route memory believes in from the start tile is longer than the
+        world's shortest (both over possible moves; no believed route counts as longer)."""
+        env = make_env(desc, self.sc)
+        try:
+            truth = {k: dict(v) for k, v in true_model(env).items()}
+        finally:
+            env.close()
+        start = next(r * self.sc.ncol + c for r, row in enumerate(desc)
+                     for c, ch in enumerate(row) if ch == "S")
+        agent = self.agent
+        beliefs = agent.beliefs(self.rule)
+        believed, _ = agent._route_length(start, beliefs, agent.hole_tiles(beliefs), False)
+        true, _ = agent._route_length(start, truth, agent.hole_tiles(truth), False)
+        return believed > true
 
     def _deadlock_setup(self, prev: Sequence[str] | None, cur: Sequence[str]) -> None:
         res = self._result
@@ -836,9 +946,16 @@ class Runner:
                 probe_env.close()
             res.alerts = self.rule.alerts - alerts0
             if res.reopened_tiles:
-                res.deadlock = bool(self._track) and (
+                # self-confirming: memory still believes the entry ends in a hole and never
+                # tried it again (a rule that re-tested and dropped the belief is not stuck)
+                still = [p for p in self._track
+                         if self.agent.hole_risk(self.rule.distribution(*p)) >= 0.5]
+                kept = bool(still) and (
                     res.entry_retries_task == 0 and res.entry_retries_probe == 0
                 )
+                costly = kept and self._route_longer_than_true(desc)
+                res.deadlock = costly
+                res.stale_kept = kept and not costly
             results.append(res)
         return results
 
@@ -1028,7 +1145,8 @@ def format_table(report: dict[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("task/probe/alerts/out-of-budget: totals over the drift phases "
                  f"({', '.join(drift_names)}); deadlock: a re-opened tile's remembered-hole "
-                 "entry never re-tried")
+                 "entry never re-tried while it makes the believed route longer than the "
+                 "true one")
     if report.get("paper"):
         lines.append("paper (Qwen3-30B agent, B=310): " + "; ".join(
             f"{m} " + " ".join(f"{p}={v}" for p, v in vals.items())

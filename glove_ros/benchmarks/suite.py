@@ -7,7 +7,9 @@ failed episodes included, divided by the tasks solved) relative to the oracle, d
 delay (visits to a changed place after the change until the method's belief there matches
 the truth; median and p90, never-detected counted as infinite), false alarms per 1,000
 transitions (alerts or resets in phases where nothing changed: every source phase, and the
-whole of a nuisance-only world), probe steps and deadlocks.
+whole of a nuisance-only world), probe steps, deadlocks (a re-opened place memory still
+believes closed, never re-tried, and it makes the believed route longer than the true one)
+and stale (the same wrong memory kept where another route is as short: it costs nothing).
 
 Families (``bench/scenarios/suite.yaml``):
 
@@ -59,6 +61,7 @@ __all__ = [
     "main",
     "run_frozenlake_world",
     "run_suite",
+    "run_suite_parallel",
     "write_plot",
 ]
 
@@ -67,8 +70,8 @@ DEFAULT_OUT = Path("bench/results")
 FAMILIES = ("frozenlake_det", "frozenlake_slip", "waypoint", "waypoint_nuisance")
 GLOVE_METHODS = ("GLOVE-async", "GLOVE-sync")
 ABLATIONS = {
-    "frozenlake_det": ("GLOVE-async-pth", "GLOVE-async-norecheck"),
-    "frozenlake_slip": ("GLOVE-async-pth", "GLOVE-async-norecheck"),
+    "frozenlake_det": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-nostructure"),
+    "frozenlake_slip": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-nostructure"),
     "waypoint": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-noobject"),
     "waypoint_nuisance": ("GLOVE-async-pth", "GLOVE-async-noobject"),
 }
@@ -353,6 +356,7 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
         "quiet_transitions": tracker.transitions_quiet,
         "false_alarms": tracker.alarms_quiet,
         "deadlocks": sum(1 for p in drift if p.deadlock),
+        "stale_kept": sum(1 for p in drift if p.stale_kept),
         "alerts": int(stats.get("alerts", 0)),
         "phase_success": {p.phase: p.successes / p.episodes for p in phases},
     }
@@ -464,6 +468,7 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "quiet_transitions": quiet,
         "probe_steps": sum(int(r.get("probe_steps", 0)) for r in records),
         "deadlocks": sum(int(r.get("deadlocks", 0)) for r in records),
+        "stale_kept": sum(int(r.get("stale_kept", 0)) for r in records),
         "per_world": [float(r["drift_success"]) for r in records],
     }
     if oracle:
@@ -582,7 +587,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
         lines.append(f"{fam} ({len(next(iter(fd['methods'].values()))['per_world'])} worlds)")
         head = (f"{'method':<24} {'params':<16} {'success':>7} {'95% CI':>13} "
                 f"{'steps/oracle':>12} {'detect med/p90':>14} {'FA/1k':>6} "
-                f"{'probes':>6} {'deadlk':>6}")
+                f"{'probes':>6} {'deadlk':>6} {'stale':>5}")
         lines += [head, "-" * len(head)]
         for m, r in fd["methods"].items():
             params = ",".join(f"{k}={v:g}" for k, v in (r.get("params") or {}).items())
@@ -593,7 +598,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
                 f"{_fmt(r.get('steps_vs_oracle')):>12} "
                 f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
                 f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
-                f"{r['deadlocks']:>6}")
+                f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5}")
     return "\n".join(lines)
 
 
@@ -641,8 +646,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these families")
     parser.add_argument("--tune", type=int, help="use only the first N tune seeds")
     parser.add_argument("--report", type=int, help="use only the first N report seeds")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="families run in parallel processes (default: %(default)s; the "
+                        "results do not depend on it)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
+
+
+def _run_family(args: tuple[SuiteConfig, str, int | None, int | None, bool]) -> dict[str, Any]:
+    config, family, tune, report, quiet = args
+    return run_suite(config, families=[family], tune=tune, report=report, quiet=quiet)
+
+
+def run_suite_parallel(config: SuiteConfig, *, families: Sequence[str] | None = None,
+                       tune: int | None = None, report: int | None = None,
+                       quiet: bool = False, jobs: int = 1) -> dict[str, Any]:
+    """:func:`run_suite` with one process per family (``jobs`` at a time); same document."""
+    fams = list(families or config.families)
+    if jobs <= 1 or len(fams) <= 1:
+        return run_suite(config, families=fams, tune=tune, report=report, quiet=quiet)
+    from concurrent.futures import ProcessPoolExecutor
+
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=min(jobs, len(fams))) as pool:
+        parts = list(pool.map(_run_family, [(config, f, tune, report, quiet) for f in fams]))
+    doc = dict(parts[0])
+    doc["families"] = {f: p["families"][f] for f, p in zip(fams, parts, strict=True)
+                       if f in p["families"]}
+    doc["wall_s"] = time.perf_counter() - t0
+    return doc
 
 
 def main(args: argparse.Namespace) -> int:
@@ -652,7 +684,10 @@ def main(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise ValueError(f"--{name} must be >= 1")
-    doc = run_suite(config, families=args.families, tune=args.tune, report=args.report,
-                    quiet=args.json)
+    jobs = int(getattr(args, "jobs", 1) or 1)
+    if jobs < 1:
+        raise ValueError("--jobs must be >= 1")
+    doc = run_suite_parallel(config, families=args.families, tune=args.tune,
+                             report=args.report, quiet=args.json, jobs=jobs)
     doc["scenario_file"] = str(args.scenario)
     return write_results(doc, args.out, "suite", write_plot, format_table, args.json)

@@ -82,6 +82,7 @@ def log_bayes_factor(
     *,
     loss_eta: float | None = None,
     objects: Callable[[str], frozenset[str] | set[str]] | None = None,
+    pair_eta: Callable[[str, str], float | None] | None = None,
 ) -> float:
     """log P(data | drift before ``run``) - log P(data | no drift); see the module docstring.
 
@@ -89,7 +90,9 @@ def log_bayes_factor(
     consecutive surprising outcomes (oldest first, the current one last); ``eta``: the noise
     rate in (0, 0.5). With ``loss_eta`` and ``objects`` (outcome -> the objects it shows),
     an observation that only lacks objects of the true mode (a miss) has probability
-    ``loss_eta`` and any other mismatch ``eta``.
+    ``loss_eta`` and any other mismatch ``eta``. With ``pair_eta(outcome, mode)`` a
+    mismatch against a seen mode has the rate of its kind (None: ``eta``), e.g. a slip to
+    a neighbour (common) apart from the same tile turning into a hole (never noise).
     """
     for name, value in (("eta", eta), ("loss_eta", loss_eta)):
         if value is not None and not 0 < value < 0.5:
@@ -112,6 +115,10 @@ def log_bayes_factor(
             return hit
         if split and isinstance(t, str) and obj[o] < obj[t]:
             return loss
+        if pair_eta is not None and isinstance(t, str):
+            rate = pair_eta(o, t)
+            if rate is not None:
+                return math.log(min(0.45, max(1e-4, rate)))
         return miss
 
     def loglik(counts: Mapping[str, int], t: object) -> float:
@@ -152,7 +159,11 @@ class NoiseEstimate:
     """Online observation-noise rate per action kind (see the module docstring).
 
     ``counts[action] = [comparisons, disagreements]``; ``prior_rate`` / ``prior_weight`` the
-    prior. JSON round trip through :meth:`to_json` / :meth:`from_json`.
+    prior. Where outcomes have structure, disagreements are also tallied per *relation*
+    (which part of the outcome differed: ``counts["action~relation"] = [0, disagreements]``)
+    and :meth:`relation_rate` is that relation's share of the action's comparisons, so a
+    kind of disagreement never seen in many comparisons becomes strong evidence of change.
+    JSON round trip through :meth:`to_json` / :meth:`from_json`.
     """
 
     prior_rate: float = 0.1
@@ -167,11 +178,29 @@ class NoiseEstimate:
             c[1] = max(0, min(c[0], c[1] + n))
         c[1] = min(c[1], c[0])
 
+    def add_relation(self, action: str, relation: str, n: int = 1) -> None:
+        """Count ``n`` disagreements of ``action`` whose kind is ``relation``."""
+        c = self.counts.setdefault(f"{action}~{relation}", [0, 0])
+        c[1] = max(0, c[1] + n)
+
     def pooled(self) -> float:
         """Rate over all actions, shrunk toward the prior."""
-        m = sum(c[0] for c in self.counts.values())
-        d = sum(c[1] for c in self.counts.values())
+        m = sum(c[0] for k, c in self.counts.items() if "~" not in k)
+        d = sum(c[1] for k, c in self.counts.items() if "~" not in k)
         return (d + self.prior_rate * self.prior_weight) / (m + self.prior_weight)
+
+    def relation_rate(self, action: str, relation: str) -> float:
+        """Rate of ``action``'s disagreements of kind ``relation`` per comparison, shrunk
+        toward that relation's rate over all actions (itself shrunk toward the prior);
+        clipped to (1e-4, 0.45)."""
+        tail = "~" + relation
+        total_m = sum(c[0] for k, c in self.counts.items() if "~" not in k)
+        total_d = sum(c[1] for k, c in self.counts.items() if k.endswith(tail))
+        w = self.prior_weight
+        pooled = (total_d + self.prior_rate * 4 * w) / (total_m + 4 * w)
+        m = self.counts.get(action, [0, 0])[0]
+        d = self.counts.get(action + tail, [0, 0])[1]
+        return min(0.45, max(1e-4, (d + pooled * w) / (m + w)))
 
     def rate(self, action: str) -> float:
         """The action kind's rate, shrunk toward the pooled rate; clipped to (1e-4, 0.45)."""
@@ -191,5 +220,5 @@ class NoiseEstimate:
             for a, c in data.items():
                 if (isinstance(a, str) and isinstance(c, list) and len(c) == 2
                         and all(isinstance(x, int) and x >= 0 for x in c)):
-                    out.counts[a] = [c[0], min(c[0], c[1])]
+                    out.counts[a] = [c[0], c[1] if "~" in a else min(c[0], c[1])]
         return out

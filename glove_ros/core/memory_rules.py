@@ -31,9 +31,10 @@ GLOVE runs with the core verifier's defaults (the calibrated Bayes-factor detect
 stale-negative re-test when the agent is stuck (the deadlock rule) is a project extension
 beyond the paper; :data:`GLOVE_ABLATIONS` switch it off (``GLOVE-async-norecheck``), use the
 paper's ``p_th`` count instead of the calibrated detector (``-pth``), or drop object-level
-and corridor-symmetry evidence (``-noobject``). Every rule gets the same ``on_stuck`` call
-and answers by its own rule: GLOVE re-tests stale negatives, PageHinkleyReset resets,
-PeriodicRefresh refreshes, the local rules do nothing.
+and corridor-symmetry evidence (``-noobject``), or learn one noise rate per action instead of
+one per kind of disagreement of structured outcomes (``-nostructure``). Every rule gets
+the same ``on_stuck`` call and answers by its own rule: GLOVE re-tests stale negatives,
+PageHinkleyReset resets, PeriodicRefresh refreshes, the local rules do nothing.
 
 Interface (:class:`MemoryRule`): ``observe(state, action, outcome, reward, step)`` records
 one real transition; ``distribution(state, action)`` gives the believed outcome distribution
@@ -42,7 +43,9 @@ rests on; ``predict`` the most likely outcome;
 ``probe_requests()`` drains the probes the rule wants run now (GLOVE-sync only) and
 ``apply_probes(target, outcomes)`` hands their results back; ``on_stuck()`` is the hook the
 agent calls when its memory leaves it no way forward (GLOVE uses it to re-test stale negative
-memories, the self-confirming deadlock breaker). States, actions and outcomes are any
+memories, the self-confirming deadlock breaker) and ``on_blocked(pairs)`` the one it calls
+when remembered failures force a detour (GLOVE re-tests those not re-confirmed since the
+latest dissonance; the other rules keep what they believe). States, actions and outcomes are any
 hashable values; an outcome is the task's outcome signature, never raw sensor data.
 """
 
@@ -150,6 +153,13 @@ class MemoryRule(ABC):
         ``reachable`` are the states the agent believes it can still reach (None: any).
         Local rules have nothing to offer here: that is the self-confirming deadlock.
         """
+        return []
+
+    def on_blocked(self, pairs: Sequence[Key], step: int = 0) -> list[ProbeTarget]:
+        """Memory of ``pairs`` as failures is all that stands between the agent and a
+        shorter route (it detours, or is stuck); return probes to run.
+
+        Local rules keep what they believe (a detour costs steps, not the task)."""
         return []
 
     def stats(self) -> dict[str, Any]:
@@ -461,6 +471,7 @@ GLOVE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "GLOVE-async-pth": ("async", {"detector": "p_th", "p_th": 3}),
     "GLOVE-async-norecheck": ("async", {"stale_negative_recheck": False}),
     "GLOVE-async-noobject": ("async", {"unique_objects": (), "symmetric_actions": ()}),
+    "GLOVE-async-nostructure": ("async", {"structured_noise": False}),
     "GLOVE-sync-pth": ("sync", {"detector": "p_th", "p_th": 3}),
 }
 
@@ -570,7 +581,8 @@ class GloveRule(MemoryRule):
         self._is_neg: Callable[[str, float], bool] = neg or cfg.is_negative
         self.store = ExperienceStore(store_path, synchronous="NORMAL", clock=self._clock)
         try:
-            self.verifier = GloveVerifier(self.store, cfg, is_negative=neg)
+            self.verifier = GloveVerifier(self.store, cfg, is_negative=neg,
+                                          noise_relation=self._relation)
         except BaseException:
             self.store.close()
             raise
@@ -584,6 +596,15 @@ class GloveRule(MemoryRule):
 
     def _clock(self) -> float:
         return float(self._clock_now + 1)
+
+    def _relation(self, outcome: str, mode: str) -> str | None:
+        """Which fields of a structured (tuple) outcome differ from the remembered mode, e.g.
+        ``"0"`` (FrozenLake: slid to another tile) or ``"1"`` (the same tile is now a
+        hole); None for unstructured outcomes (one noise rate per action)."""
+        a, b = self._decode.get(outcome, outcome), self._decode.get(mode, mode)
+        if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
+            return None
+        return "+".join(str(i) for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
 
     def _enc(self, value: Hashable) -> str:
         key = _encode(value)
@@ -681,6 +702,19 @@ class GloveRule(MemoryRule):
         result = self.verifier.recheck_negatives(keys, stuck=True, stamp=stamp)
         self.rechecks += len(result.pairs)
         self._cache = None
+        return [self._target(r) for r in result.probe_requests]
+
+    def on_blocked(self, pairs: Sequence[Key], step: int = 0) -> list[ProbeTarget]:
+        """Re-test the remembered failures in the way if the world changed since they were
+        last confirmed (the deadlock rule restricted to ``pairs``; nothing in a world that
+        never showed a dissonance)."""
+        self._clock_now = max(self._clock_now, step)
+        enc = [(_encode(s), _encode(a)) for s, a in pairs]
+        result = self.verifier.recheck_negatives(None, stuck=False, stamp=float(step + 1),
+                                                 pairs=enc)
+        self.rechecks += len(result.pairs)
+        if result.pairs:
+            self._cache = None
         return [self._target(r) for r in result.probe_requests]
 
     def stats(self) -> dict[str, Any]:

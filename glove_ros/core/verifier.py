@@ -111,6 +111,7 @@ DEFAULT_NEGATIVE_OUTCOMES = ("hole", "blocked", "collision", "failed", "unreacha
 _STREAK = "glove.streak:"
 _WORLD_MARK = "glove.world_mark"
 _NOISE = "glove.noise"
+_ALARM_RUN = "glove.alarm_run:"  # + pending key: the relation kinds of an alarm's run
 #: detection rules: the calibrated Bayes-factor test (default) and the paper's p_th count
 DETECTORS = ("bayes", "p_th")
 _TUPLE_FIELDS = ("never_probe", "negative_outcomes", "unique_objects", "symmetric_actions")
@@ -191,6 +192,9 @@ class VerifierConfig:
     ``symmetric_actions``: actions whose outcome is the same in both directions of an
     undirected link (``navigate_to`` a neighbour): (s, a, t) and (t, a, s) share evidence.
     ``stale_negative_recheck``: the deadlock rule (a project extension; off = ablation).
+    ``structured_noise``: learn a noise rate per kind of disagreement where the caller
+    gives a ``noise_relation`` (structured outcomes of the in-process adapters; a project
+    extension, off = ablation); no effect on the memory node's string outcomes.
     """
 
     mode: str = "async"
@@ -218,6 +222,7 @@ class VerifierConfig:
     object_action: str = "look"
     symmetric_actions: tuple[str, ...] = ("navigate_to",)
     stale_negative_recheck: bool = True
+    structured_noise: bool = True
 
     def validate(self) -> VerifierConfig:
         """Raise ``ValueError`` with an actionable message; return ``self`` when valid."""
@@ -301,6 +306,8 @@ class VerifierConfig:
             raise ValueError("object_action must be a non-empty action name")
         if not isinstance(self.stale_negative_recheck, bool):
             raise ValueError("stale_negative_recheck must be true or false")
+        if not isinstance(self.structured_noise, bool):
+            raise ValueError("structured_noise must be true or false")
         if not is_int(self.stale_negative_after) or self.stale_negative_after < 0:
             raise ValueError(
                 f"stale_negative_after must be an integer >= 0, got {self.stale_negative_after!r}"
@@ -506,7 +513,12 @@ class GloveVerifier:
     """GLOVE verifier over an experience store (see the module docstring).
 
     ``is_negative(outcome, reward) -> bool`` overrides the config's negativity predicate; for
-    groups it receives the largest reward among the entries with that outcome. Thread-safe.
+    groups it receives the largest reward among the entries with that outcome.
+    ``noise_relation(outcome, mode) -> str | None`` names the kind of a disagreement between
+    an observed outcome and the remembered mode (e.g. which fields of a structured outcome
+    differ); the bayes detector then learns a noise rate per kind (None: no structure, the
+    action's one rate), so a kind of disagreement noise never produced is strong evidence
+    at once while common ones (slips) still need a run. Thread-safe.
     """
 
     def __init__(
@@ -515,8 +527,10 @@ class GloveVerifier:
         config: VerifierConfig | None = None,
         *,
         is_negative: Callable[[str, float], bool] | None = None,
+        noise_relation: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.store = store
+        self._relation = noise_relation
         self.config = (config or VerifierConfig()).validate()
         self.rule = self.config.make_rule()
         self._is_negative = is_negative or self.config.is_negative
@@ -772,6 +786,9 @@ class GloveVerifier:
                 if streak:  # the run ended without an alarm: it was observation noise
                     for o in self._run_outcomes(streak + [entry_id], t.outcome)[:-1]:
                         self._noise.add(self._noise_key(t.action, o, counts), True)
+                        o_rel = self._relation_of(t.action, o, counts)
+                        if o_rel is not None:
+                            self._noise.add_relation(t.action, o_rel)
             decision = Realignment.NONE
             replaced: list[int] = []
             new_ids: list[int] = []
@@ -791,6 +808,7 @@ class GloveVerifier:
                     replaced, new_ids = self._resolve_pending(pending.key, stamp)
                     decision = Realignment.REPLACE
 
+            rel = self._relation_of(t.action, t.outcome, counts) if surprise else None
             if surprise:
                 self._count("surprises")
                 streak.append(entry_id)
@@ -806,7 +824,10 @@ class GloveVerifier:
                             eta = loss
                     else:
                         eta = self._noise.rate(t.action)
-                        lbf = log_bayes_factor(counts, run, eta)
+                        pair_eta = self._pair_eta(t.action)
+                        lbf = log_bayes_factor(counts, run, eta, pair_eta=pair_eta)
+                        if rel is not None:
+                            eta = self._noise.relation_rate(t.action, rel)
                     fire = lbf >= math.log(1.0 / cfg.alarm_delta)
                 else:
                     eta = None
@@ -859,6 +880,43 @@ class GloveVerifier:
                 object_alerts=tuple(object_alerts),
                 log_bayes_factor=lbf,
             )
+
+    def _confirm_drift(self, pkey: int, fresh: Sequence[str]) -> None:
+        """An alarm's re-verification ended. If the fresh samples show the very mode the
+        alarm contradicted, the alarm was false: its run was noise and enters the
+        per-relation tally after all (a run confirmed as drift never does)."""
+        name = f"{_ALARM_RUN}{pkey}"
+        run = self.store.get_state(name)
+        if not isinstance(run, dict):
+            return
+        self.store.delete_state(name)
+        counts = Counter(fresh)
+        if not counts or run.get("mode") not in history_mode(dict(counts)):
+            return
+        for rel in run.get("relations") or []:
+            if isinstance(rel, str):
+                self._noise.add_relation(str(run.get("action")), rel)
+
+    def _relation_of(self, action: str, outcome: str,
+                     counts: Mapping[str, int]) -> str | None:
+        """The kind of ``outcome``'s disagreement with the history's mode (None: the
+        action's outcomes have no structure, or it is the ``object_action``)."""
+        if (self._relation is None or not self.config.structured_noise
+                or action == self.config.object_action or not counts):
+            return None
+        return self._relation(outcome, min(history_mode(counts)))
+
+    def _pair_eta(self, action: str) -> Callable[[str, str], float | None] | None:
+        if (self._relation is None or not self.config.structured_noise
+                or action == self.config.object_action):
+            return None
+        relation, noise = self._relation, self._noise
+
+        def eta(outcome: str, mode: str) -> float | None:
+            rel = relation(outcome, mode)
+            return None if rel is None else noise.relation_rate(action, rel)
+
+        return eta
 
     def _noise_kinds(self, action: str, counts: Mapping[str, int]) -> tuple[str, ...]:
         """The noise tallies an agreeing observation of ``action`` counts toward (a loss
@@ -981,6 +1039,12 @@ class GloveVerifier:
         suppressed = self.store.suppress(stale, reason, stamp) if stale else []
         self._count("suppressions", len(suppressed))
         pkey = self.store.add_pending(*t.key, suppressed, stamp, reason)
+        if self._relation_of(t.action, t.outcome, counts) is not None:
+            run = self._run_outcomes(streak, t.outcome)
+            mode = min(history_mode(counts))
+            self.store.set_state(f"{_ALARM_RUN}{pkey}", {
+                "action": t.action, "mode": mode,
+                "relations": [self._relation(o, mode) for o in run]})
         mirror = self._mirror(t)
         if mirror is not None:  # the other direction of the same corridor
             back, _ = self.store.query(mirror.state_key, mirror.action, mirror.action_arg,
@@ -1052,6 +1116,7 @@ class GloveVerifier:
             f"observation(s) (needed {self.config.required_evidence}); was: {item.reason}"
         )
         new_ids = self.store.replace(live, new, reason, item.evidence_count, stamp) if new else []
+        self._confirm_drift(key, item.evidence)
         self.store.clear_pending(key)
         self._count("replacements", len(live))
         return live, new_ids
@@ -1116,6 +1181,7 @@ class GloveVerifier:
                 )
                 new_ids = self.store.replace(old, probes, reason, len(probes), stamp)
                 if item is not None:
+                    self._confirm_drift(item.key, [p.outcome for p in probes])
                     self.store.clear_pending(item.key)
                 self._save_streak(req.pair, None)
             self._probes_used += len(probes) - req.alpha  # extra samples count too
@@ -1143,7 +1209,8 @@ class GloveVerifier:
         return 2 * neg > g.size
 
     def _suspect_groups(
-        self, state_keys: Iterable[str] | None, stuck: bool
+        self, state_keys: Iterable[str] | None, stuck: bool,
+        pairs: Iterable[tuple[str, str]] | None = None,
     ) -> list[OutcomeGroup]:
         cfg = self.config
         if not cfg.stale_negative_recheck:
@@ -1156,9 +1223,15 @@ class GloveVerifier:
         if threshold <= 0:
             return []
         keys = None if state_keys is None else list(state_keys)
+        wanted = None if pairs is None else {(str(s), str(a)) for s, a in pairs}
+        if wanted is not None:
+            keys = sorted({s for s, _ in wanted} & set(keys) if keys is not None
+                          else {s for s, _ in wanted})
         out = []
         for g in self.store.outcome_groups(keys):
             if g.action in cfg.never_probe or not g.counts:
+                continue
+            if wanted is not None and (g.state_key, g.action) not in wanted:
                 continue
             if g.last_id < threshold and self._group_negative(g):
                 out.append(g)
@@ -1187,28 +1260,36 @@ class GloveVerifier:
         *,
         stuck: bool = False,
         stamp: float | None = None,
+        pairs: Iterable[tuple[str, str]] | None = None,
     ) -> RecheckResult:
         """Break the self-confirming deadlock: re-test the stale negative memories.
 
         Suspect groups (see :meth:`stale_negative_candidates`) are suppressed and queued for
         re-verification, so the planner may try them again; in sync mode a ProbeRequest per
-        group is also returned while the probe budget allows.
+        group is also returned while the probe budget allows. ``pairs`` ((state_key,
+        action) tuples) limits the search to the memories that stand in the planner's way,
+        e.g. the remembered failures that force a detour (``stuck=False``: only those not
+        re-confirmed since the latest dissonance are suspect, so a detour in a world that
+        never changed re-tests nothing).
         """
         with self._lock, self._atomic():
             when = stamp if stamp else self.store.now()
-            return self._recheck(state_keys, stuck=stuck, stamp=when)
+            return self._recheck(state_keys, stuck=stuck, stamp=when, pairs=pairs)
 
     def _recheck(
-        self, state_keys: Iterable[str] | None, *, stuck: bool, stamp: float
+        self, state_keys: Iterable[str] | None, *, stuck: bool, stamp: float,
+        pairs: Iterable[tuple[str, str]] | None = None,
     ) -> RecheckResult:
-        groups = self._suspect_groups(state_keys, stuck)
+        groups = self._suspect_groups(state_keys, stuck, pairs)
         if not groups:
             return RecheckResult()
         candidates: list[MemoryEntry] = []
         suppressed: list[int] = []
         requests: list[ProbeRequest] = []
         pairs = []
-        why = "the planner is stuck" if stuck else "a dissonance showed the world changed"
+        why = ("the planner is stuck" if stuck else
+               "a dissonance showed the world changed and it blocks the planner's route"
+               if pairs is not None else "a dissonance showed the world changed")
         for g in groups:
             entries, _ = self.store.query(g.state_key, g.action, g.action_arg, limit=None)
             if not entries:
