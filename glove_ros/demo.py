@@ -11,8 +11,10 @@ drift_demo`` is one where drift costs more: the corridor hall-goal closes at epi
 and re-opens at 15, and the green block moves from side to far at 25.
 
 Prints one line per episode; per phase the success rate, steps per task, dissonance
-alerts and suppressed memories beside the same task sequence run with static memory
-(never verified) in the fast core loop; the episode in which each drift was detected.
+alerts and suppressed memories beside the same task sequence run in the fast core loop
+with static memory (never verified) and with the strongest local rule (``--baseline``,
+default SlidingWindow over the newest 100 transitions: the best-tuned baseline of the
+drift suite's waypoint family); the episode in which each drift was detected.
 Writes, under --out (default build/demo): demo_memory.db (the robot's experience memory,
 emptied at the start of each run, never a database a deployment config uses; inspect it
 with `glove-ros memory stats build/demo/demo_memory.db`), demo.json, demo.png (success and
@@ -47,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tasks to run, at least 1 (default: 20 after the last drift "
                         "event)")
     parser.add_argument("--planner", choices=("greedy", "llm"), default="greedy",
-                        help="greedy, or the local LLM (bundled SmolLM2 GGUF) with greedy "
+                        help="greedy, or the local LLM (the default GGUF, Qwen2.5-Coder-1.5B) with "
+                        "greedy "
                         "fallback (default: greedy)")
     parser.add_argument("--mode", choices=("async", "sync"), default="async",
                         help="GLOVE realignment: async (replay-relaxed, robot default) or sync")
@@ -57,11 +60,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="task sequence seed")
     parser.add_argument("--out", default="build/demo", help="output folder (default: build/demo)")
     parser.add_argument("--no-static", action="store_true",
-                        help="skip the static-memory comparison run")
+                        help="skip the static-memory and baseline comparison runs")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, type=_baseline,
+                        help="the local memory rule shown beside GLOVE, NAME or "
+                        "NAME:param=value (default: %(default)s, the drift suite's best-tuned "
+                        "baseline on waypoint worlds; 'none' to skip)")
     parser.add_argument("--task-timeout", type=float, default=300.0,
                         help="wall seconds one task may take before it is cancelled")
     parser.add_argument("--recharge-below", type=float, default=0.3,
                         help="battery share below which the robot docks before the next task")
+
+
+#: the drift suite's best-tuned baseline on waypoint worlds (bench/results/suite.json)
+DEFAULT_BASELINE = "SlidingWindow:window=100"
+
+
+def _baseline(text: str) -> tuple[str, dict[str, float]] | None:
+    """``NAME`` or ``NAME:param=value`` -> (rule, params); ``none`` -> None."""
+    from glove_ros.core.memory_views import RULE_PARAMS
+
+    if text.strip().lower() == "none":
+        return None
+    name, _, rest = text.partition(":")
+    if name not in RULE_PARAMS:
+        raise argparse.ArgumentTypeError(f"unknown rule {name!r}; choose from "
+                                         f"{', '.join(RULE_PARAMS)} or none")
+    params: dict[str, float] = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: expected param=number") from None
+        params[key.strip()] = int(number) if number.is_integer() else number
+    try:
+        from glove_ros.core.memory_views import make_view
+
+        make_view(name, params)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+    return name, params
 
 
 def _positive_int(text: str) -> int:
@@ -201,12 +239,20 @@ def main(args: argparse.Namespace) -> int:
         procs.stop()
     wall = time.monotonic() - t0
 
-    static = None
+    static = baseline = None
+    base = getattr(args, "baseline", _baseline(DEFAULT_BASELINE))
+    if isinstance(base, str):
+        base = _baseline(base)
     if not args.no_static:
         print("static memory (never verified), same tasks, core loop without DDS ...")
         cfg = bench.BenchConfig(episodes=episodes, seed=args.seed, task_start="stay")
         static = bench.run_mode(world, "static", cfg)
-    summary = _summarise(rows, phases, counters, static)
+        if base is not None:
+            name, params = base
+            print(f"{_label(base)}, same tasks, core loop without DDS ...")
+            baseline = bench.ModeRunner(world, name, cfg, params=params).run()
+            baseline["label"] = _label(base)
+    summary = _summarise(rows, phases, counters, static, baseline)
     detections = detection_moments(world, rows)
     doc = {"world": world.name, "episodes": episodes, "planner": args.planner,
            "mode": args.mode, "wall_s": round(wall, 1), "phases": summary,
@@ -218,7 +264,7 @@ def main(args: argparse.Namespace) -> int:
     print(_table(summary))
     print(_detections_text(detections))
     print(_extras(counters))
-    _plot(rows, static, world, out / "demo.png", detections)
+    _plot(rows, static, world, out / "demo.png", detections, baseline)
     plot_memory_map(world, counters["map_snapshots"], out / "demo_map.png")
     print(f"\nwall time {wall:.0f}s; wrote {out / 'demo.json'}, {out / 'demo.png'}, "
           f"{out / 'demo_map.png'}, {db}")
@@ -432,14 +478,22 @@ def _send(client: Any, goal: Any, timeout: float) -> Any:
     return res.result
 
 
+def _label(base: tuple[str, dict[str, float]]) -> str:
+    name, params = base
+    return name + "".join(f" {k}={v:g}" for k, v in params.items())
+
+
 def _summarise(rows: list[dict[str, Any]], phases: list[dict[str, Any]],
-               counters: dict[str, Any], static: dict[str, Any] | None) -> list[dict[str, Any]]:
+               counters: dict[str, Any], static: dict[str, Any] | None,
+               baseline: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     out = []
     static_phases = {p["name"]: p for p in (static or {}).get("phases", [])}
+    base_phases = {p["name"]: p for p in (baseline or {}).get("phases", [])}
     for p in phases:
         eps = [r for r in rows if p["start"] <= r["episode"] < p["end"]]
         n = len(eps)
         s = static_phases.get(p["name"], {})
+        b = base_phases.get(p["name"], {})
         out.append({
             "phase": p["name"], "episodes": n,
             "success_rate": round(sum(r["success"] for r in eps) / n, 3) if n else 0.0,
@@ -448,6 +502,9 @@ def _summarise(rows: list[dict[str, Any]], phases: list[dict[str, Any]],
             "suppressed": sum(r["suppressed"] for r in eps),
             "static_success_rate": s.get("success_rate"),
             "static_steps_per_task": s.get("steps_per_task"),
+            "baseline": (baseline or {}).get("label"),
+            "baseline_success_rate": b.get("success_rate"),
+            "baseline_steps_per_task": b.get("steps_per_task"),
         })
     out.append({"phase": "probes (verifier node)",
                 "probes": counters.get("verifier_status", {}).get("probes_spent", 0)})
@@ -496,24 +553,35 @@ def _extras(counters: dict[str, Any]) -> str:
 
 def _table(summary: list[dict[str, Any]]) -> str:
     head = (f"{'phase':<24}{'episodes':>9}{'success':>9}{'steps/task':>11}{'alerts':>8}"
-            f"{'suppressed':>11}  {'static success':>14}{'static steps':>13}")
+            f"{'suppressed':>11}  {'static success':>14}{'static steps':>13}"
+            f"  {'baseline success':>16}{'baseline steps':>15}")
     lines = [head, "-" * len(head)]
+
+    def pct(v: float | None) -> str:
+        return f"{v:.0%}" if v is not None else "-"
+
+    def num(v: float | None) -> str:
+        return f"{v:.2f}" if v is not None else "-"
+
+    label = next((p.get("baseline") for p in summary if p.get("baseline")), None)
     for p in summary:
         if "episodes" not in p:
             lines.append(f"{p['phase']:<24}{p['probes']:>9}")
             continue
-        ss = p["static_success_rate"]
-        st = p["static_steps_per_task"]
         lines.append(
             f"{p['phase']:<24}{p['episodes']:>9}{p['success_rate']:>9.0%}"
             f"{p['steps_per_task']:>11.2f}{p['alerts']:>8}{p['suppressed']:>11}  "
-            f"{(f'{ss:.0%}' if ss is not None else '-'):>14}"
-            f"{(f'{st:.2f}' if st is not None else '-'):>13}")
+            f"{pct(p['static_success_rate']):>14}{num(p['static_steps_per_task']):>13}"
+            f"  {pct(p.get('baseline_success_rate')):>16}"
+            f"{num(p.get('baseline_steps_per_task')):>15}")
+    if label:
+        lines.append(f"baseline: {label} (same tasks, fast core loop)")
     return "\n".join(lines)
 
 
 def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
-          path: Path, detections: list[dict[str, Any]] = ()) -> None:
+          path: Path, detections: list[dict[str, Any]] = (),
+          baseline: dict[str, Any] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -541,6 +609,13 @@ def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
                    "--", label="static memory")
         ax[1].plot([r["episode"] for r in s_rows], cumulative([r["steps"] for r in s_rows]), "--",
                    label="static memory")
+    if baseline:
+        b_rows = baseline["episodes"]
+        label = baseline.get("label", "baseline")
+        ax[0].plot([r["episode"] for r in b_rows],
+                   rolling([float(r["success"]) for r in b_rows]), ":", label=label)
+        ax[1].plot([r["episode"] for r in b_rows], cumulative([r["steps"] for r in b_rows]),
+                   ":", label=label)
     for e in world.drift_events():
         if e.episode is not None:
             for a in ax:

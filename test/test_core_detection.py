@@ -227,3 +227,97 @@ def test_paper_detector_is_still_available_and_validated():
         VerifierConfig(alarm_delta=0.7).validate()
     assert VerifierConfig.from_dict({"unique_objects": "red, blue"}).unique_objects == (
         "red", "blue")
+
+
+# ----------------------------------------------------------------------------- structured noise
+
+
+def test_relation_rate_is_a_kinds_share_of_the_actions_comparisons_and_round_trips():
+    noise = NoiseEstimate(prior_rate=0.05, prior_weight=5.0)
+    for _ in range(400):
+        noise.add("right", False)
+    for _ in range(40):
+        noise.add_relation("right", "slip")
+    # a kind seen in 10% of the comparisons has about that rate; a kind never seen in 400
+    # comparisons is rare enough for one sighting to count as evidence
+    assert 0.07 < noise.relation_rate("right", "slip") < 0.12
+    assert noise.relation_rate("right", "flip") < 0.002
+    # the relation tallies stay out of the action's own rate
+    assert noise.rate("right") == pytest.approx(NoiseEstimate(0.05, 5.0, {"right": [400, 0]})
+                                                .rate("right"))
+    back = NoiseEstimate.from_json(noise.to_json(), 0.05, 5.0)
+    assert back.relation_rate("right", "slip") == noise.relation_rate("right", "slip")
+    assert back.counts["right~slip"] == [0, 40]  # disagreements above its 0 comparisons kept
+
+
+def test_pair_eta_makes_a_never_seen_kind_of_disagreement_alarm_at_once():
+    history = {"(18, ice)": 20}
+
+    def kinds(o: str, t: str) -> float:
+        return 0.1 if o.startswith("(22") else 0.001  # slips common, a tile flip never seen
+
+    slip = log_bayes_factor(history, ["(22, ice)"], 0.1, pair_eta=kinds)
+    flip = log_bayes_factor(history, ["(18, hole)"], 0.1, pair_eta=kinds)
+    assert slip < THRESHOLD <= flip
+    # without the relation the same flip needs a run, like any other 10%-noise disagreement
+    assert log_bayes_factor(history, ["(18, hole)"], 0.1) < THRESHOLD
+
+
+def _relation(o: str, m: str) -> str:
+    """Which field of 'tile,kind' outcomes differs."""
+    (a0, a1), (b0, b1) = o.split(","), m.split(",")
+    return "+".join(str(i) for i, (x, y) in enumerate(((a0, b0), (a1, b1))) if x != y)
+
+
+def test_structured_noise_detects_a_flip_at_once_and_slips_never_alarm(store):
+    """Slips (another tile) happen 10% of the time; a tile turning into a hole never is noise.
+
+    After warm-up, slips alone raise no alarm in 2,000 transitions, and the first flip of
+    a remembered tile alarms at its first observation; with ``structured_noise`` off the same
+    flip needs a run (the action has one 10% noise rate)."""
+    rng = random.Random(3)
+    cfg = VerifierConfig(rule="state")
+    v = GloveVerifier(store, cfg, noise_relation=_relation)
+    alarms = 0
+    for i in range(2000):
+        s = f"s{i % 20}"
+        out = f"t{i % 20}b,ice" if rng.random() < 0.1 else f"t{i % 20},ice"
+        alarms += v.observe(Transition(s, "right", out)).alert is not None
+    assert alarms <= 2000 * 0.02 * 0.05  # well under the test's bound (alarm_delta per test)
+    assert v.observe(Transition("s3", "right", "t3,hole")).alert is not None
+    assert v.noise_rate("right") > 0.05  # the slips were learnt as noise
+
+    off = ExperienceStore(":memory:")
+    try:
+        w = GloveVerifier(off, VerifierConfig(rule="state", structured_noise=False),
+                          noise_relation=_relation)
+        rng = random.Random(3)
+        for i in range(2000):
+            s = f"s{i % 20}"
+            out = f"t{i % 20}b,ice" if rng.random() < 0.1 else f"t{i % 20},ice"
+            w.observe(Transition(s, "right", out))
+        assert w.observe(Transition("s3", "right", "t3,hole")).alert is None
+    finally:
+        off.close()
+
+
+def test_a_false_alarm_that_re_verification_refutes_is_learnt_as_noise(store):
+    """An alarm whose fresh samples show the old mode again was noise: its kind's rate rises;
+    one confirmed as drift (the fresh samples keep the new outcome) never enters the tally."""
+    v = GloveVerifier(store, VerifierConfig(rule="state"), noise_relation=_relation)
+    for _ in range(100):
+        v.observe(Transition("a", "right", "x,ice"))
+    before = v._noise.relation_rate("right", "0")
+    assert v.observe(Transition("a", "right", "y,ice")).alert is not None  # rare kind so far
+    for _ in range(3):
+        v.observe(Transition("a", "right", "x,ice"))  # the old mode is back: a false alarm
+    assert v._noise.relation_rate("right", "0") > before
+    assert not store.state_items("glove.alarm_run:")  # resolved and forgotten
+    # a real change: the fresh samples keep the new outcome, the tally does not move
+    for _ in range(100):
+        v.observe(Transition("b", "right", "z,ice"))
+    assert v.observe(Transition("b", "right", "z,hole")).alert is not None
+    tally = dict(v._noise.counts)
+    for _ in range(3):
+        v.observe(Transition("b", "right", "z,hole"))
+    assert v._noise.counts.get("right~1") == tally.get("right~1")

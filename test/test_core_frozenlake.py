@@ -494,3 +494,75 @@ def test_glove_adapter_rechecks_mostly_negative_groups_in_slippery_worlds():
         assert rule.stats()["rechecks"] == 1
     finally:
         rule.close()
+
+
+# ----------------------------------------------------------------------------- detour hook
+
+
+class _Fixed(mr.MemoryRule):
+    """A test double: a fixed belief table."""
+
+    def __init__(self, table: dict) -> None:
+        super().__init__()
+        self.table = table
+
+    def observe(self, *a, **k) -> None:
+        return None
+
+    def distribution(self, state, action):
+        return self.table.get((state, action))
+
+
+def test_blocking_pairs_name_the_remembered_falls_on_a_shorter_route():
+    # 3x3, start 0, goal 2; memory: right from 0 falls into tile 1 (and down from 4 too)
+    agent = fl.MemoryAgent(3, 3, [2], fl.AgentConfig())
+    fall = {(0, fl.RIGHT): {(1, HOLE): 1.0}, (4, fl.UP): {(1, HOLE): 1.0}}
+    beliefs = agent.beliefs(_Fixed(fall))
+    assert not agent.stuck(0, beliefs)  # 0 -> 3 -> 4 -> 5 -> 2 is still believed open
+    # the 2-move route is blocked only by memory: every remembered fall into tile 1
+    assert agent.blocking_pairs(0, beliefs) == [(0, fl.RIGHT), (4, fl.UP)]
+    # memory stood by them: no shorter route past a kept tile
+    assert agent.blocking_pairs(0, beliefs, frozenset({1})) == []
+    # nothing remembered as a fall, nothing blocks
+    assert agent.blocking_pairs(0, agent.beliefs(_Fixed({}))) == []
+
+
+def test_on_blocked_retests_only_memories_older_than_a_dissonance():
+    """GLOVE re-tests a blocking fall only once the world showed it changes (steady state
+    costs nothing); a local rule keeps what it believes (same hook, its own answer)."""
+    rule = mr.make_rule("GLOVE-async", is_negative=lambda o, r: o[1] == HOLE)
+    latest = mr.make_rule("LatestOverwrite")
+    try:
+        for r in (rule, latest):
+            for step in range(3):
+                r.observe(0, fl.RIGHT, (1, HOLE), 0.0, step)
+        assert rule.on_blocked([(0, fl.RIGHT)], 5) == []
+        assert rule.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}  # no dissonance: kept
+        for step in range(10, 110):
+            rule.observe(5, fl.RIGHT, (6, fl.ICE), 0.0, step)
+        rule.observe(5, fl.RIGHT, (6, HOLE), 0.0, 111)  # the world changed somewhere
+        assert rule.alerts >= 1
+        rule.on_blocked([(0, fl.RIGHT)], 112)
+        assert rule.distribution(0, fl.RIGHT) is None  # suppressed, pending a re-test
+        assert latest.on_blocked([(0, fl.RIGHT)], 112) == []
+        assert latest.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}
+    finally:
+        rule.close()
+
+
+def test_a_stale_memory_that_costs_nothing_is_reported_apart_from_a_deadlock():
+    """Drift I closes (1,0); drift II re-opens it. LatestOverwrite keeps its fall into it but
+    the route it took instead is as short: stale_kept, not a deadlock (on the tiny scenario,
+    where the detour is longer or absent, the same memory is a deadlock)."""
+    data = {
+        "map": ["SFF", "FFF", "FFG"],
+        "source": {"episodes": 3},
+        "drift": [{"name": "drift_I", "episodes": 4, "set": [{"row": 1, "col": 0, "tile": "H"}]},
+                  {"name": "drift_II", "episodes": 4, "set": [{"row": 1, "col": 0, "tile": "F"}]}],
+        "budget": {"total": 200},
+    }
+    report = fl.run_benchmark(parse(data), ["LatestOverwrite"])
+    p2 = phase(report, "LatestOverwrite", "drift_II")
+    assert p2["negative_entries"] and p2["entry_retries_task"] == 0
+    assert p2["deadlock"] is False and p2["stale_kept"] is True
+    assert p2["successes"] == p2["episodes"]

