@@ -70,7 +70,7 @@ JSON shape:
                    reopened_tiles: [[row, col]], negative_entries: [[state, action]],
                    entry_retries_task, entry_retries_probe,
                    deadlock: true | false | null (no tile re-opened in this phase),
-                   stale_kept: true | false | null}],
+                   stale_kept: true | false | null, first_contact_falls}],
        "drift_successes", "drift_episodes",
        "budget_used": {task, probe, left}, "rule_stats": {...},
        "llm": {calls, fallbacks} (policy llm only)}},
@@ -709,6 +709,9 @@ class PhaseResult:
     entry_retries_probe: int = 0
     deadlock: bool | None = None
     stale_kept: bool | None = None
+    #: failed episodes that ended in the first fall into a tile that became a hole in this
+    #: phase: what no method that learns from experience can avoid (the oracle is told)
+    first_contact_falls: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (see the README's JSON shape)."""
@@ -729,6 +732,7 @@ class PhaseResult:
             "entry_retries_probe": self.entry_retries_probe,
             "deadlock": self.deadlock,
             "stale_kept": self.stale_kept,
+            "first_contact_falls": self.first_contact_falls,
         }
 
 
@@ -746,6 +750,8 @@ class Runner:
         self.budget: Budget | None = None
         self._track: set[tuple[int, int]] = set()
         self._result: PhaseResult | None = None
+        self._new_holes: set[int] = set()  # tiles that became holes in this phase
+        self._fallen: set[int] = set()  # ... that the agent has fallen into
 
     # ---- probing
     def _run_probes(self, targets: Sequence[ProbeTarget], probe_env: Any) -> None:
@@ -848,6 +854,10 @@ class Runner:
             if targets:
                 self._run_probes(targets, probe_env)
             if term:
+                nxt_i = int(nxt)
+                if reward <= 0 and nxt_i in self._new_holes and nxt_i not in self._fallen:
+                    self._fallen.add(nxt_i)
+                    res.first_contact_falls += 1
                 return reward > 0, False
             if trunc:
                 return False, False
@@ -933,6 +943,10 @@ class Runner:
                 self.rule.set_world(true_model(env))
             self.rule.begin_phase(name, learning)
             self._deadlock_setup(maps[i - 1] if i else None, desc)
+            self._new_holes = set() if not i else {
+                r * self.sc.ncol + c for r, row in enumerate(desc) for c, ch in enumerate(row)
+                if ch == "H" and maps[i - 1][r][c] != "H"}
+            self._fallen = set()
             alerts0 = self.rule.alerts
             probe_env.reset(seed=self.sc.seed + 7919 * (i + 1))
             try:

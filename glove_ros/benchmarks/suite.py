@@ -9,7 +9,10 @@ the truth; median and p90, never-detected counted as infinite), false alarms per
 transitions (alerts or resets in phases where nothing changed: every source phase, and the
 whole of a nuisance-only world), probe steps, deadlocks (a re-opened place memory still
 believes closed, never re-tried, and it makes the believed route longer than the true one)
-and stale (the same wrong memory kept where another route is as short: it costs nothing).
+and stale (the same wrong memory kept where another route is as short: it costs nothing);
+on FrozenLake also the failed drift episodes and how many of them were the first fall into a
+tile that had just become a hole (what no method that learns from experience can avoid; the
+oracle is told the map).
 
 Families (``bench/scenarios/suite.yaml``):
 
@@ -357,6 +360,8 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
         "false_alarms": tracker.alarms_quiet,
         "deadlocks": sum(1 for p in drift if p.deadlock),
         "stale_kept": sum(1 for p in drift if p.stale_kept),
+        "failed_episodes": episodes - sum(p.successes for p in drift),
+        "first_contact_falls": sum(p.first_contact_falls for p in drift),
         "alerts": int(stats.get("alerts", 0)),
         "phase_success": {p.phase: p.successes / p.episodes for p in phases},
     }
@@ -469,6 +474,8 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "probe_steps": sum(int(r.get("probe_steps", 0)) for r in records),
         "deadlocks": sum(int(r.get("deadlocks", 0)) for r in records),
         "stale_kept": sum(int(r.get("stale_kept", 0)) for r in records),
+        "failed_episodes": sum(int(r.get("failed_episodes", 0)) for r in records),
+        "first_contact_falls": sum(int(r.get("first_contact_falls", 0)) for r in records),
         "per_world": [float(r["drift_success"]) for r in records],
     }
     if oracle:
@@ -578,6 +585,14 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
     return format(v, spec)
 
 
+def _fails(r: Mapping[str, Any]) -> str:
+    """Failed drift episodes (FrozenLake) and, in brackets, how many were the first fall
+    into a tile that had just become a hole (no method that learns can avoid those)."""
+    if "failed_episodes" not in r:
+        return "-"
+    return f"{r['failed_episodes']}({r.get('first_contact_falls', 0)})"
+
+
 def format_table(doc: Mapping[str, Any]) -> str:
     """One table per family: every method, with the settings it ran with."""
     lines = [f"Generated drift suite: baselines tuned on seeds {doc['tune_seeds']}, "
@@ -587,7 +602,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
         lines.append(f"{fam} ({len(next(iter(fd['methods'].values()))['per_world'])} worlds)")
         head = (f"{'method':<24} {'params':<16} {'success':>7} {'95% CI':>13} "
                 f"{'steps/oracle':>12} {'detect med/p90':>14} {'FA/1k':>6} "
-                f"{'probes':>6} {'deadlk':>6} {'stale':>5}")
+                f"{'probes':>6} {'deadlk':>6} {'stale':>5} {'fails(1st)':>10}")
         lines += [head, "-" * len(head)]
         for m, r in fd["methods"].items():
             params = ",".join(f"{k}={v:g}" for k, v in (r.get("params") or {}).items())
@@ -598,7 +613,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
                 f"{_fmt(r.get('steps_vs_oracle')):>12} "
                 f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
                 f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
-                f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5}")
+                f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5} {_fails(r):>10}")
     return "\n".join(lines)
 
 

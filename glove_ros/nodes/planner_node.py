@@ -267,14 +267,16 @@ class PlannerNode(LifecycleNode):
             planner = PlanAwarePlanner(planner)
         self._planner = planner
         g = self._group
-        self.query_client = self.create_client(QueryMemory, "query_memory", callback_group=g)
-        self.record_client = self.create_client(RecordTransition, "record_transition",
-                                                callback_group=g)
-        self.reverify_client = self.create_client(Trigger, "reverify_negatives",
-                                                  callback_group=g)
-        self.dock_client = self.create_client(Trigger, "dock", callback_group=g)
-        self.nav_client = ActionClient(self, NavigateToWaypoint, "navigate_to_waypoint",
-                                       callback_group=g)
+        if getattr(self, "nav_client", None) is None:  # clients: created once, like servers
+            self.query_client = self.create_client(QueryMemory, "query_memory",
+                                                   callback_group=g)
+            self.record_client = self.create_client(RecordTransition, "record_transition",
+                                                    callback_group=g)
+            self.reverify_client = self.create_client(Trigger, "reverify_negatives",
+                                                      callback_group=g)
+            self.dock_client = self.create_client(Trigger, "dock", callback_group=g)
+            self.nav_client = ActionClient(self, NavigateToWaypoint, "navigate_to_waypoint",
+                                           callback_group=g)
         if self._wp_pub is None:  # publishers: created once, destroyed on cleanup
             self._wp_pub = self.create_publisher(String, "current_waypoint", latched_qos())
             self._outcome_pub = self.create_publisher(TaskOutcome, "task_outcomes", 10)
