@@ -321,3 +321,24 @@ def test_a_false_alarm_that_re_verification_refutes_is_learnt_as_noise(store):
     for _ in range(3):
         v.observe(Transition("b", "right", "z,hole"))
     assert v._noise.counts.get("right~1") == tally.get("right~1")
+
+
+def test_a_miss_run_that_alarmed_is_re_verified_without_a_second_alarm(store):
+    """Two misses in a row can alarm while the miss rate is still learnt too low. The block
+    seen again is evidence for the old memory, not a second alarm, and once the
+    re-verification brings the old memory back the two misses count as misses."""
+    v = GloveVerifier(store, VerifierConfig(unique_objects=("orange",)))
+    for i in range(200):  # a reliable camera so far: every look sees its block
+        v.observe(look(f"wp{i % 10}", "orange" if i % 10 == 4 else "", stamp=i + 1.0))
+    loss_before = v.noise_rate("look", "loss")
+    first = v.observe(look("wp4", "", stamp=300.0))
+    second = v.observe(look("wp4", "", stamp=301.0))
+    assert first.alert is None and second.alert is not None  # a (false) alarm
+    again = [v.observe(look("wp4", "orange", stamp=302.0 + k)) for k in range(3)]
+    assert all(r.alert is None for r in again), [r.reason for r in again if r.alert]
+    # re-verified: the old memory comes back whole (restored, not replaced by 2 samples)
+    assert [r.decision.value for r in again].count("restore") == 1
+    dist = v.distribution("wp4", "look")
+    assert dist["colors=orange"] > 0.9, dist
+    assert v.noise_rate("look", "loss") > loss_before
+    assert v.stats()["false_alarms_learnt"] == 1

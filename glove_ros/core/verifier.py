@@ -380,6 +380,7 @@ class Realignment(str, Enum):
     NONE = "none"  # nothing beyond recording
     EVIDENCE = "evidence"  # added fresh evidence to a pending re-verification
     REPLACE = "replace"  # evidence became significant: stale entries replaced
+    RESTORE = "restore"  # evidence brought back what an alarm doubted: it was noise
     SUPPRESS = "suppress"  # dissonance: stale entries suppressed and queued (async handling)
     PROBE = "probe"  # dissonance: suppressed, queued and a probe requested (sync)
 
@@ -506,6 +507,8 @@ _COUNTERS = (
     "replacements",
     "evidence",
     "rechecks",
+    "restorations",
+    "false_alarms_learnt",
 )
 
 
@@ -594,7 +597,9 @@ class GloveVerifier:
         """Totals and per-phase counts of observations, surprises, alerts, probes, ...
 
         ``probes`` counts probe samples actually applied, ``probe_requests`` requests issued,
-        ``suppressions`` / ``replacements`` entries, ``rechecks`` stale-negative groups.
+        ``suppressions`` / ``replacements`` / ``restorations`` entries, ``rechecks``
+        stale-negative groups, ``false_alarms_learnt`` alarms whose re-verification brought
+        the doubted memory back (their run then counts as observation noise).
         """
         with self._lock:
             total: Counter[str] = Counter()
@@ -800,13 +805,24 @@ class GloveVerifier:
             lbf = None
 
             pending = self.store.pending_for(*key)
+            reverting = False
             if pending is not None:
+                # the very outcome an alarm contradicted, seen again while its
+                # re-verification runs: evidence that the alarm was noise, not a new alarm
+                alarm = self.store.get_state(f"{_ALARM_RUN}{pending.key}")
+                reverting = (surprise and isinstance(alarm, dict)
+                             and alarm.get("mode") == t.outcome)
                 evidence = self.store.add_pending_evidence(pending.key, t.outcome, entry_id, stamp)
                 self._count("evidence")
                 decision = Realignment.EVIDENCE
                 if evidence >= self._evidence_needed(t.action):
                     replaced, new_ids = self._resolve_pending(pending.key, stamp)
-                    decision = Realignment.REPLACE
+                    decision = Realignment.REPLACE if replaced or new_ids else (
+                        Realignment.RESTORE)
+            if reverting:
+                surprise = False
+                streak = []
+                self._save_streak(key, None)
 
             rel = self._relation_of(t.action, t.outcome, counts) if surprise else None
             if surprise:
@@ -883,8 +899,9 @@ class GloveVerifier:
 
     def _confirm_drift(self, pkey: int, fresh: Sequence[str]) -> None:
         """An alarm's re-verification ended. If the fresh samples show the very mode the
-        alarm contradicted, the alarm was false: its run was noise and enters the
-        per-relation tally after all (a run confirmed as drift never does)."""
+        alarm contradicted, the alarm was false: its run was noise and enters the noise
+        tallies after all (a run confirmed as drift never does), so a rate learnt too low
+        (misses that alarmed never counted as misses) corrects itself."""
         name = f"{_ALARM_RUN}{pkey}"
         run = self.store.get_state(name)
         if not isinstance(run, dict):
@@ -893,6 +910,10 @@ class GloveVerifier:
         counts = Counter(fresh)
         if not counts or run.get("mode") not in history_mode(dict(counts)):
             return
+        self._count("false_alarms_learnt")
+        for k in run.get("noise") or []:
+            if isinstance(k, str):
+                self._noise.add(k, True)
         for rel in run.get("relations") or []:
             if isinstance(rel, str):
                 self._noise.add_relation(str(run.get("action")), rel)
@@ -1039,12 +1060,13 @@ class GloveVerifier:
         suppressed = self.store.suppress(stale, reason, stamp) if stale else []
         self._count("suppressions", len(suppressed))
         pkey = self.store.add_pending(*t.key, suppressed, stamp, reason)
-        if self._relation_of(t.action, t.outcome, counts) is not None:
+        if lbf is not None and counts:  # bayes: remember what the alarm contradicted
             run = self._run_outcomes(streak, t.outcome)
             mode = min(history_mode(counts))
             self.store.set_state(f"{_ALARM_RUN}{pkey}", {
                 "action": t.action, "mode": mode,
-                "relations": [self._relation(o, mode) for o in run]})
+                "noise": [self._noise_key(t.action, o, counts) for o in run],
+                "relations": [self._relation_of(t.action, o, counts) for o in run]})
         mirror = self._mirror(t)
         if mirror is not None:  # the other direction of the same corridor
             back, _ = self.store.query(mirror.state_key, mirror.action, mirror.action_arg,
@@ -1102,6 +1124,19 @@ class GloveVerifier:
             return [], []
         live = [e.id for e in self.store.get_many(item.suppressed_ids)
                 if e.status != Status.REPLACED]
+        alarm = self.store.get_state(f"{_ALARM_RUN}{key}")
+        fresh = Counter(item.evidence)
+        if isinstance(alarm, dict) and fresh and alarm.get("mode") in history_mode(dict(fresh)):
+            # the fresh samples say what memory said before the alarm: a false alarm. The
+            # old memory comes back whole (its weight too); the fresh samples stay trusted.
+            self.store.restore(live, f"re-verified {_pair_name(*item.pair)}: "
+                               f"{item.evidence_count} fresh observation(s) agree with the "
+                               f"memory the alarm doubted; was: {item.reason}", stamp)
+            self._confirm_drift(key, item.evidence)
+            if self.store.get_pending(key) is not None:
+                self.store.clear_pending(key)
+            self._count("restorations", len(live))
+            return [], []
         new: list[Transition | int] = []
         seen: set[int] = set()
         for outcome, eid in zip(item.evidence, item.evidence_ids, strict=True):
