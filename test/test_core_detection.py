@@ -342,3 +342,23 @@ def test_a_miss_run_that_alarmed_is_re_verified_without_a_second_alarm(store):
     assert dist["colors=orange"] > 0.9, dist
     assert v.noise_rate("look", "loss") > loss_before
     assert v.stats()["false_alarms_learnt"] == 1
+
+
+def test_a_change_back_after_another_dissonance_is_not_taken_for_noise(store):
+    """A corridor blocks, the world changes elsewhere, then the corridor re-opens: the old
+    outcome's return is drift twice, not a false alarm. Memory is realigned to the fresh
+    samples (replaced, not restored) and the noise tally does not move."""
+    v = GloveVerifier(store, VerifierConfig(rule="state"))
+    for i in range(100):
+        v.observe(Transition("hall", "navigate_to", "reached", action_arg="goal"))
+        v.observe(Transition("kitchen", "navigate_to", "reached", action_arg="office"))
+    assert v.observe(Transition("hall", "navigate_to", "blocked", action_arg="goal")).alert
+    assert v.observe(Transition("kitchen", "navigate_to", "blocked",
+                                action_arg="office")).alert  # the world changes again
+    tally = {k: list(c) for k, c in v._noise.counts.items()}
+    results = [v.observe(Transition("hall", "navigate_to", "reached", action_arg="goal"))
+               for _ in range(3)]
+    assert "replace" in [r.decision.value for r in results]
+    assert "restore" not in [r.decision.value for r in results]
+    assert v.stats()["false_alarms_learnt"] == 0
+    assert v._noise.counts["navigate_to"][1] == tally["navigate_to"][1]

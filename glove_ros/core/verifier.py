@@ -31,7 +31,12 @@ Implements papers/glove.md ("关键设计") as DESIGN.md section 3 states it, ov
      paper's sample complexity 2 (K ln 2 + ln(1/delta)) / epsilon^2, which is 1 in a
      deterministic world), the suppressed entries become REPLACED by the evidence entries
      and the item leaves P. The streak itself is not counted as evidence: like the paper's
-     probes, evidence is gathered after the alarm. The pending queue lives in the store and
+     probes, evidence is gathered after the alarm. With the bayes detector, when the
+     evidence shows the very outcome the alarm contradicted (the alarm was noise: two
+     missed detections in a row, a slip), the suppressed entries are *restored* instead
+     (decision RESTORE, history weight kept), the alarm's run enters the noise tally it
+     was kept out of, and that outcome seen again during the re-verification is evidence,
+     never a second alarm. The pending queue lives in the store and
      survives restarts; probe requests are in memory only (after a restart the pair simply
      completes asynchronously).
 
@@ -897,18 +902,32 @@ class GloveVerifier:
                 log_bayes_factor=lbf,
             )
 
-    def _confirm_drift(self, pkey: int, fresh: Sequence[str]) -> None:
-        """An alarm's re-verification ended. If the fresh samples show the very mode the
-        alarm contradicted, the alarm was false: its run was noise and enters the noise
-        tallies after all (a run confirmed as drift never does), so a rate learnt too low
-        (misses that alarmed never counted as misses) corrects itself."""
-        name = f"{_ALARM_RUN}{pkey}"
-        run = self.store.get_state(name)
-        if not isinstance(run, dict):
-            return
-        self.store.delete_state(name)
+    def _false_alarm(self, pkey: int, fresh: Sequence[str]) -> bool:
+        """Whether an alarm's re-verification shows it was noise: the fresh samples bring
+        back the very mode it contradicted and no other dissonance came in between (after
+        one, the old outcome's return may be the world changing back, e.g. a corridor that
+        re-opened, which is drift twice, not noise)."""
+        run = self.store.get_state(f"{_ALARM_RUN}{pkey}")
         counts = Counter(fresh)
-        if not counts or run.get("mode") not in history_mode(dict(counts)):
+        if not isinstance(run, dict) or not counts:
+            return False
+        if run.get("mode") not in history_mode(dict(counts)):
+            return False
+        mark = self.store.get_state(_WORLD_MARK)
+        return not (isinstance(mark, dict)
+                    and int(mark.get("id", 0)) > int(run.get("mark", 0)))
+
+    def _confirm_drift(self, pkey: int, fresh: Sequence[str]) -> None:
+        """An alarm's re-verification ended. If it was a false alarm (:meth:`_false_alarm`)
+        its run was noise and enters the noise tallies after all (a run confirmed as drift
+        never does), so a rate learnt too low (misses that alarmed never counted as
+        misses) corrects itself."""
+        name = f"{_ALARM_RUN}{pkey}"
+        false = self._false_alarm(pkey, fresh)
+        run = self.store.get_state(name)
+        if run is not None:
+            self.store.delete_state(name)
+        if not false or not isinstance(run, dict):
             return
         self._count("false_alarms_learnt")
         for k in run.get("noise") or []:
@@ -1064,7 +1083,7 @@ class GloveVerifier:
             run = self._run_outcomes(streak, t.outcome)
             mode = min(history_mode(counts))
             self.store.set_state(f"{_ALARM_RUN}{pkey}", {
-                "action": t.action, "mode": mode,
+                "action": t.action, "mode": mode, "mark": min(streak),
                 "noise": [self._noise_key(t.action, o, counts) for o in run],
                 "relations": [self._relation_of(t.action, o, counts) for o in run]})
         mirror = self._mirror(t)
@@ -1124,9 +1143,7 @@ class GloveVerifier:
             return [], []
         live = [e.id for e in self.store.get_many(item.suppressed_ids)
                 if e.status != Status.REPLACED]
-        alarm = self.store.get_state(f"{_ALARM_RUN}{key}")
-        fresh = Counter(item.evidence)
-        if isinstance(alarm, dict) and fresh and alarm.get("mode") in history_mode(dict(fresh)):
+        if self._false_alarm(key, item.evidence):
             # the fresh samples say what memory said before the alarm: a false alarm. The
             # old memory comes back whole (its weight too); the fresh samples stay trusted.
             self.store.restore(live, f"re-verified {_pair_name(*item.pair)}: "
