@@ -563,11 +563,12 @@ class MemoryAgent:
 
     def _route_length(self, state: int, beliefs: dict, holes: set[int], optimistic: bool,
                       kept: frozenset[int] = frozenset()) -> tuple[float, list[tuple[int, int]]]:
-        """Fewest moves to a goal over believed ice transitions, and the pairs used.
+        """Fewest moves to a goal over believed ice transitions, and the pairs used; a pair
+        believed more likely than not to end in a hole is no move at all.
 
-        ``optimistic``: a pair believed to end in a hole (remembered, or guessed into a
-        remembered hole tile) is planned as its intended move instead, unless it leads
-        into a tile of ``kept`` (holes memory was asked about and stands by)."""
+        ``optimistic``: such a pair (remembered, or guessed into a remembered hole tile) is
+        planned as its intended move instead, unless it leads into a tile of ``kept``
+        (holes memory was asked about and stands by)."""
         prev: dict[int, tuple[int, int]] = {}
         seen = {state}
         queue = deque([(state, 0)])
@@ -576,7 +577,9 @@ class MemoryAgent:
             for a in range(4):
                 dist, _ = self.model(s, a, beliefs, holes)
                 nxt = move(s, a, self.nrow, self.ncol)
-                if optimistic and self.hole_risk(dist) >= 0.5 and nxt not in kept:
+                if self.hole_risk(dist) >= 0.5:  # the agent never takes such a move
+                    if not optimistic or nxt in kept:
+                        continue
                     dist = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}
                 for (nxt, kind), p in dist.items():
                     if p <= 0:
