@@ -212,9 +212,21 @@ def test_noise_tally_survives_a_restart(tmp_path):
     learn_world(v, PLACES, 10)
     rate = v.noise_rate("look", "other")
     assert rate < 0.05
+    counts = {k: list(c) for k, c in v._noise.counts.items()}
+    s.close()  # killed: no flush
+    s = ExperienceStore(path)
+    back = GloveVerifier(s, VerifierConfig())
+    # every disagreement was stored; at most _NOISE_EVERY agreeing comparisons are lost
+    for k, (m, d) in counts.items():
+        assert back._noise.counts[k][1] == d
+        assert m - 64 <= back._noise.counts[k][0] <= m
+    back.observe(look("wp0", "red"))
+    back.flush()  # what the memory node does before it closes the store
+    want = {k: list(c) for k, c in back._noise.counts.items()}
     s.close()
     s = ExperienceStore(path)
-    assert GloveVerifier(s, VerifierConfig()).noise_rate("look", "other") == rate
+    assert {k: list(c) for k, c in GloveVerifier(s, VerifierConfig())._noise.counts.items()} \
+        == want
     s.close()
 
 

@@ -116,6 +116,7 @@ DEFAULT_NEGATIVE_OUTCOMES = ("hole", "blocked", "collision", "failed", "unreacha
 _STREAK = "glove.streak:"
 _WORLD_MARK = "glove.world_mark"
 _NOISE = "glove.noise"
+_NOISE_EVERY = 64  # agreeing comparisons between two writes of the noise tally
 _ALARM_RUN = "glove.alarm_run:"  # + pending key: the relation kinds of an alarm's run
 #: detection rules: the calibrated Bayes-factor test (default) and the paper's p_th count
 DETECTORS = ("bayes", "p_th")
@@ -549,6 +550,7 @@ class GloveVerifier:
         self._next_request = 1
         self._probes_used = 0
         self._streaks: dict[tuple[str, str, str], list[int]] = {}
+        self._noise_saved: tuple[int, int] = (-1, -1)  # (disagreements, comparisons) stored
         self._noise = NoiseEstimate.from_json(
             store.get_state(_NOISE), self.config.noise_prior_rate, self.config.noise_prior_weight
         )
@@ -680,6 +682,7 @@ class GloveVerifier:
             self._probes_used,
             {p: Counter(c) for p, c in self._stats.items()},
             {a: list(c) for a, c in self._noise.counts.items()},
+            self._noise_saved,
         )
         try:
             with self.store.transaction():
@@ -687,7 +690,7 @@ class GloveVerifier:
         except BaseException:
             (
                 self._streaks, self._requests, self._next_request, self._probes_used,
-                self._stats, self._noise.counts,
+                self._stats, self._noise.counts, self._noise_saved,
             ) = snapshot
             raise
 
@@ -882,7 +885,7 @@ class GloveVerifier:
                 if object_alerts and decision in (Realignment.NONE, Realignment.EVIDENCE):
                     decision = Realignment.SUPPRESS
             if bayes and n:
-                self.store.set_state(_NOISE, self._noise.to_json())
+                self._persist_noise()
 
             return VerifyResult(
                 entry_id=entry_id,
@@ -936,6 +939,27 @@ class GloveVerifier:
         for rel in run.get("relations") or []:
             if isinstance(rel, str):
                 self._noise.add_relation(str(run.get("action")), rel)
+
+    def flush(self) -> None:
+        """Store the noise tally now (call before closing the store: between two writes up
+        to ``_NOISE_EVERY`` agreeing comparisons live in memory only)."""
+        with self._lock:
+            if self.store.closed:
+                return
+            self.store.set_state(_NOISE, self._noise.to_json())
+            self._noise_saved = (sum(c[1] for c in self._noise.counts.values()),
+                                 sum(c[0] for c in self._noise.counts.values()))
+
+    def _persist_noise(self) -> None:
+        """Store the noise tally when a disagreement count changed, else every
+        ``_NOISE_EVERY`` comparisons: an agreeing observation adds one comparison, and a
+        write per observation cost more than the rest of observe (bench memory). A crash
+        loses at most that many agreeing comparisons, never a disagreement."""
+        d = sum(c[1] for c in self._noise.counts.values())
+        m = sum(c[0] for c in self._noise.counts.values())
+        if d != self._noise_saved[0] or m - self._noise_saved[1] >= _NOISE_EVERY:
+            self.store.set_state(_NOISE, self._noise.to_json())
+            self._noise_saved = (d, m)
 
     def _relation_of(self, action: str, outcome: str,
                      counts: Mapping[str, int]) -> str | None:

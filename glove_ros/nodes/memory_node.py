@@ -321,6 +321,12 @@ class MemoryNode(LifecycleNode):
         if self._committer is not None:
             self._committer.close()  # commits what is queued first
             self._log_drops()
+        if self._verifier is not None and self._store is not None and not self._store.closed:
+            with self._write_lock:
+                try:
+                    self._verifier.flush()  # the learnt noise rates survive the restart
+                except Exception as exc:  # a damaged store must not block the shutdown
+                    self.get_logger().warning(f"could not store the noise tally: {exc}")
         for store in (self._reader, self._store):
             if store is not None and not store.closed:
                 store.close()
