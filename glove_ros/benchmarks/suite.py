@@ -499,6 +499,18 @@ def _json_safe(x: Any) -> Any:
 # --------------------------------------------------------------------------- the suite
 
 
+class _Eta:
+    """World runs done of ``total``, time spent and the time left at that pace."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.t0 = total, 0, time.perf_counter()
+
+    def __str__(self) -> str:
+        spent = time.perf_counter() - self.t0
+        left = spent / self.done * (self.total - self.done) if self.done else 0.0
+        return f"{self.done}/{self.total} world runs, {spent:.0f}s, ETA {left:.0f}s"
+
+
 def _progress(msg: str, quiet: bool) -> None:
     if not quiet:
         print(msg, file=sys.stderr, flush=True)
@@ -537,6 +549,10 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
         best: dict[str, dict[str, Any]] = {}
         sweep_doc: dict[str, Any] = {}
         sweep = {**config.sweep, **{k: tuple(v) for k, v in (opts.get("sweep") or {}).items()}}
+        methods = [*GLOVE_METHODS, *ABLATIONS.get(fam, ()), *config.baselines, *BOUNDS]
+        n_settings = sum(max(1, len(sweep.get(b, ()))) if BASELINE_PARAMS.get(b) else 1
+                         for b in config.baselines)
+        clock = _Eta(n_settings * (ft_hi - t_lo) + len(methods) * (fr_hi - r_lo))
         for name in config.baselines:
             param = BASELINE_PARAMS.get(name)
             values = sweep.get(name, ()) if param else ()
@@ -544,22 +560,21 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
             scores = []
             for setting in settings:
                 recs = [run(s, name, setting) for s in range(t_lo, ft_hi)]
+                clock.done += len(recs)
                 agg = aggregate(recs)
                 scores.append((agg["drift_success"], -agg["steps_per_task"], setting, agg))
             scores.sort(key=lambda x: (x[0], x[1]), reverse=True)
             best[name] = scores[0][2]
             sweep_doc[name] = [{"params": s[2], "drift_success": s[0],
                                 "steps_per_task": -s[1]} for s in scores]
-            _progress(f"[suite] {fam}: tuned {name} -> {best[name]} "
-                      f"({time.perf_counter() - t0:.0f}s)", quiet)
+            _progress(f"[suite] {fam}: tuned {name} -> {best[name]} ({clock})", quiet)
         # 2. every method on the report seeds
-        methods = [*GLOVE_METHODS, *ABLATIONS.get(fam, ()), *config.baselines, *BOUNDS]
         records: dict[str, list[dict[str, Any]]] = {}
         for m in methods:
             params = best.get(m) or None
             records[m] = [run(s, m, params) for s in range(r_lo, fr_hi)]
-            _progress(f"[suite] {fam}: {m} on {fr_hi - r_lo} report worlds "
-                      f"({time.perf_counter() - t0:.0f}s)", quiet)
+            clock.done += fr_hi - r_lo
+            _progress(f"[suite] {fam}: {m} on {fr_hi - r_lo} report worlds ({clock})", quiet)
         oracle = records.get("Oracle")
         doc["families"][fam] = {
             "options": dict(opts),
