@@ -361,7 +361,7 @@ def test_a_change_back_after_another_dissonance_is_not_taken_for_noise(store):
     outcome's return is drift twice, not a false alarm. Memory is realigned to the fresh
     samples (replaced, not restored) and the noise tally does not move."""
     v = GloveVerifier(store, VerifierConfig(rule="state"))
-    for i in range(100):
+    for _ in range(100):
         v.observe(Transition("hall", "navigate_to", "reached", action_arg="goal"))
         v.observe(Transition("kitchen", "navigate_to", "reached", action_arg="office"))
     assert v.observe(Transition("hall", "navigate_to", "blocked", action_arg="goal")).alert
