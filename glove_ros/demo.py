@@ -4,11 +4,11 @@ Starts the nodes of the ``sim`` deployment (glove_ros/graph.py: simulator, perce
 memory with the GLOVE verifier, verifier (probe executor), planner, plan_gate (Janus),
 consolidation and markers) as eight processes talking over DDS (discovery kept on this
 machine), then sends one task per episode ("find the <colour> block") to the planner's
-run_task action. Before each episode the simulator is told the episode number, so the
-world file's events happen on schedule. The default world (worlds/jetrover_maze.yaml) is a 3x3 maze where two
-blocks swap at episode 20 among nuisances that must not raise alarms; ``--world
-drift_demo`` is one where drift costs more: the corridor hall-goal closes at episode 5
-and re-opens at 15, and the green block moves from side to far at 25.
+run_task action. Before each episode the simulator is told the episode number, so the world
+file's events happen on schedule. The default world (worlds/jetrover_maze.yaml) is a 3x3
+maze where two blocks swap at episode 20 among nuisances that must not raise alarms;
+``--world drift_demo`` is one where drift costs more: the corridor hall-goal closes at
+episode 5 and re-opens at 15, and the green block moves from side to far at 25.
 
 Prints one line per episode; per phase the success rate, steps per task, dissonance
 alerts and suppressed memories beside the same task sequence run in the fast core loop
