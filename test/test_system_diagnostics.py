@@ -105,12 +105,19 @@ def test_diagnostics_and_markers_reflect_memory(nodes):
         streamer.start()
         try:
             waypoint.publish(String(data="hall"))  # standing at a waypoint: perception infers
+            # the memory node reports once it is active: only then send it experience (on a
+            # loaded machine wait_for_service can succeed while it is still starting up)
+            def memory_ready() -> bool:
+                status = _latest(diagnostics, "glove_ros: /memory")
+                return status is not None and "entries" in _values(status)  # db open
+
+            wait_for(memory_ready, 60, "memory configured", logs)
             record = node.create_client(RecordTransition, "record_transition")
             # room_a: red seen three times, then blue twice -> dissonance, pair pending
             for t in [_t("room_a", "look", "colors=red")] * 3 + [_t("dock", "navigate_to",
                                                                     "reached", "hall")]:
                 assert call(node, record, RecordTransition.Request(transition=t),
-                            timeout=30).accepted
+                            timeout=60).accepted
             # hall -> room_b blocked once, then enough other experience to make it stale
             call(node, record, RecordTransition.Request(
                 transition=_t("hall", "navigate_to", "blocked", "room_b")))
