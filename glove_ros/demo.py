@@ -293,7 +293,14 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     node = rclpy.create_node("glove_demo")
     executor = MultiThreadedExecutor(2)
     executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinning = threading.Event()
+    spinning.set()
+
+    def spin() -> None:  # a loop that can stop before the executor is shut down
+        while spinning.is_set():
+            executor.spin_once(timeout_sec=0.1)
+
+    spinner = threading.Thread(target=spin, daemon=True)
     spinner.start()
     lock = threading.Lock()
     # Alerts and suppressions are attributed to the episode running (or last run) when they
@@ -442,7 +449,13 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                 row["alerts"] = sum(a["episode"] == row["episode"] for a in counters["alerts"])
                 row["suppressed"] = counters["suppressed_by_episode"].get(row["episode"], 0)
     finally:
-        executor.shutdown()
+        # stop handing out work, let running callbacks finish, then tear down (in this order
+        # no callback outlives the executor: no "exception was never retrieved")
+        spinning.clear()
+        spinner.join(2.0)
+        from glove_ros.nodes.common import stop_executor
+
+        stop_executor(executor)
         node.destroy_node()
         rclpy.try_shutdown()
     return rows, counters
