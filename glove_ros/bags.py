@@ -800,7 +800,8 @@ _NODE_VERIFIER_KEYS = ("mode", "epsilon", "p_th", "delta", "k_modes", "rule", "r
                        "negative_outcomes", "recheck_on_dissonance", "stale_negative_after",
                        "detector", "alarm_delta", "min_miss_rate", "noise_prior_rate",
                        "noise_prior_weight", "unique_objects", "object_action",
-                       "symmetric_actions", "stale_negative_recheck", "structured_noise")
+                       "symmetric_actions", "stale_negative_recheck", "structured_noise",
+                       "recheck_volatile_first")
 
 
 def _memory_params(config: Any, db_path: Path) -> dict[str, Any]:

@@ -527,27 +527,46 @@ def test_blocking_pairs_name_the_remembered_falls_on_a_shorter_route():
     assert agent.blocking_pairs(0, agent.beliefs(_Fixed({}))) == []
 
 
+def _drift_at(rule, state, action, before, after, step):
+    """100 consistent observations, then one contradiction (an alarm, deterministic)."""
+    for k in range(100):
+        rule.observe(state, action, before, 0.0, step + k)
+    alerts = rule.alerts
+    rule.observe(state, action, after, 0.0, step + 100)
+    assert rule.alerts == alerts + 1
+    return step + 101
+
+
 def test_on_blocked_retests_only_memories_older_than_a_dissonance():
     """GLOVE re-tests a blocking fall only once the world showed it changes (steady state
-    costs nothing); a local rule keeps what it believes (same hook, its own answer)."""
-    rule = mr.make_rule("GLOVE-async", is_negative=lambda o, r: o[1] == HOLE)
+    costs nothing), and then only a fall at a place that changed before (a re-test of a
+    fall is a fall); a local rule keeps what it believes (same hook, its own answer)."""
+    neg = {"is_negative": lambda o, r: o[1] == HOLE}
+    rule = mr.make_rule("GLOVE-async", **neg)
+    anyr = mr.make_rule("GLOVE-async-anyrecheck", **neg)
     latest = mr.make_rule("LatestOverwrite")
     try:
-        for r in (rule, latest):
+        for r in (rule, anyr, latest):
             for step in range(3):
-                r.observe(0, fl.RIGHT, (1, HOLE), 0.0, step)
+                r.observe(0, fl.RIGHT, (1, HOLE), 0.0, step)  # a hole since the start
         assert rule.on_blocked([(0, fl.RIGHT)], 5) == []
         assert rule.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}  # no dissonance: kept
-        for step in range(10, 110):
-            rule.observe(5, fl.RIGHT, (6, fl.ICE), 0.0, step)
-        rule.observe(5, fl.RIGHT, (6, HOLE), 0.0, 111)  # the world changed somewhere
-        assert rule.alerts >= 1
-        rule.on_blocked([(0, fl.RIGHT)], 112)
-        assert rule.distribution(0, fl.RIGHT) is None  # suppressed, pending a re-test
+        for r in (rule, anyr):
+            # (2, DOWN) was ice and became a hole (a place that changed); later the world
+            # changes somewhere else too
+            step = _drift_at(r, 2, fl.DOWN, (5, fl.ICE), (5, HOLE), 10)
+            _drift_at(r, 6, fl.RIGHT, (7, fl.ICE), (7, HOLE), step)
+            assert r.distribution(2, fl.DOWN) == {(5, HOLE): 1.0}
+            r.on_blocked([(0, fl.RIGHT), (2, fl.DOWN)], 400)
+            assert r.distribution(2, fl.DOWN) is None  # suppressed, pending a re-test
+        # the fall that never changed is kept by default, re-tested by the ablation
+        assert rule.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}
+        assert anyr.distribution(0, fl.RIGHT) is None
         assert latest.on_blocked([(0, fl.RIGHT)], 112) == []
         assert latest.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}
     finally:
         rule.close()
+        anyr.close()
 
 
 def test_a_stale_memory_that_costs_nothing_is_reported_apart_from_a_deadlock():

@@ -548,3 +548,31 @@ def test_pose_rule_drift_suppresses_the_whole_neighbourhood(store):
     assert r.alert is not None and set(r.alert.suppressed_ids) == set(a + b)
     assert all(store.get(i).trusted for i in far)
     assert v.distribution("wp3", "look_at", pose=(2.0, 2.0, 0.0)) == {"blue": 1.0}
+
+
+def test_detour_rechecks_places_that_changed_first_and_stuck_rechecks_all(store):
+    """With ``pairs`` (the detour hook) only a negative at a place whose memory an alarm
+    overturned is re-tested; stuck, every stale negative is; the ablation re-tests all."""
+    v = verifier(store, mode="async", p_th=1)
+    learn(v, T("a", "go", "blocked"), 3)  # blocked since the start
+    learn(v, T("b", "go", "reached"), 3)
+    assert v.observe(T("b", "go", "blocked")).alert is not None  # b changed: volatile
+    learn(v, T("c", "go", "reached"), 3)
+    assert v.observe(T("c", "go", "blocked")).alert is not None  # newer world mark
+    v.observe(T("c", "go", "blocked"))
+    res = v.recheck_negatives(pairs=[("a", "go"), ("b", "go")])
+    assert [p[0] for p in res.pairs] == ["b"]
+    assert v.distribution("a", "go") == {"blocked": 1.0}  # kept
+    res = v.recheck_negatives(stuck=True, pairs=[("a", "go")])
+    assert [p[0] for p in res.pairs] == ["a"]
+
+
+def test_detour_recheck_ablation_retests_every_stale_negative(store):
+    v = verifier(store, mode="async", p_th=1, recheck_volatile_first=False)
+    learn(v, T("a", "go", "blocked"), 3)
+    learn(v, T("c", "go", "reached"), 3)
+    assert v.observe(T("c", "go", "blocked")).alert is not None
+    res = v.recheck_negatives(pairs=[("a", "go")])
+    assert [p[0] for p in res.pairs] == ["a"]
+    with pytest.raises(ValueError, match="recheck_volatile_first"):
+        VerifierConfig(recheck_volatile_first="yes").validate()

@@ -37,8 +37,9 @@ mode probes them, charged as steps). The verifier runs with VerifierConfig defau
 
 Phases split at the world's episode-triggered drift events. Per phase and mode: success
 rate, steps per task (task + probe), dissonance alerts, false alarms (alerts on a
-(state, action) no drift event touched: a look at a waypoint whose blocks did not change, a
-corridor whose blocked state did not change; every alert in a nuisance-only world is one),
+(state, action) no drift event touched -- a look at a waypoint whose blocks did not change, a
+corridor whose blocked state did not change -- where memory agreed with the world; an alert
+there against memory that missed detections had made wrong is counted as a correction),
 memories suppressed, probes, LLM fallbacks, and "stale goals": tasks whose first goal was a
 waypoint memory believed held the colour when it did not (driving back to the old place).
 
@@ -276,8 +277,9 @@ class DriftTracker:
 
     False alarms of the non-GLOVE methods: a recorded transition at a place no drift ever
     touched after which the memory there stops matching the truth (a nuisance flipped the
-    belief), plus PageHinkley alarms with no drift since the previous alarm. (GLOVE's false
-    alarms are its alerts about untouched places, counted by the runner.)
+    belief), plus PageHinkley alarms with no drift since the previous alarm; the reverse (a
+    wrong belief there made right) is a correction. (GLOVE's false alarms are its alerts
+    about untouched places where its memory agreed with the world, counted by the runner.)
 
     Deadlock: a stale re-opened corridor (memory believes it blocked) that is neither
     re-tried nor seen as open by the memory before the phase ends.
@@ -290,6 +292,7 @@ class DriftTracker:
         self.pending: dict[Place, dict[str, Any]] = {}
         self.watch: dict[Place, dict[str, Any]] = {}  # latest change record per place
         self.false_alarms = 0
+        self.corrections = 0  # wrong memory at an untouched place made right
         self.stuck_calls = 0
         self._before: tuple[Place, bool] | None = None
         self._drift_steps: list[int] = []
@@ -384,6 +387,8 @@ class DriftTracker:
             bp, was = self._before
             if was and not self.matches(bp):
                 self.false_alarms += 1
+            elif not was and self.matches(bp):
+                self.corrections += 1
         view = self.r.view
         if view is not None and view.alerts > self._ph_alarms:
             self._ph_alarms = view.alerts
@@ -434,6 +439,7 @@ class _Episode:
     probe_steps: int = 0
     alerts: int = 0
     false_alarms: int = 0
+    corrections: int = 0
     stale_goal: bool = False
     first_goal: str = ""
     first_goal_kind: str = ""
@@ -611,6 +617,8 @@ class ModeRunner:
                 self.view.record(MemoryEntry(eid, t, Status.TRUSTED, float(self.sim.time)))
             self.tracker.after_record(t, None)
             return
+        place = place_of(t.state_key, t.action, t.action_arg)
+        was_right = place is None or self.tracker.matches(place)
         result = self.verifier.observe(t)
         self.tracker.after_record(t, result.alert)
         if result.alert is not None:
@@ -622,11 +630,14 @@ class ModeRunner:
                 "state_key": a.state_key, "action": a.action, "action_arg": a.action_arg,
                 "observed": a.observed_outcome, "expected": [list(x) for x in a.expected],
                 "suppressed": len(a.suppressed_ids), "probes_requested": a.probes_requested,
-                "caused_by_drift": true,
+                "caused_by_drift": true, "memory_was_right": was_right,
             })
             if ep is not None:
                 ep.alerts += 1
-                ep.false_alarms += 0 if true else 1
+                # an alarm at a place no drift touched is false where memory agreed with
+                # the world; where missed detections had made it wrong, it is a correction
+                ep.false_alarms += 0 if true or not was_right else 1
+                ep.corrections += 0 if true or was_right else 1
         for req in result.probe_requests:
             self._probe(req)
         if result.probe_requests:
@@ -800,11 +811,13 @@ class ModeRunner:
         transitions = self.tracker.step
         if self.verifier is not None:
             false_alarms = sum(e.false_alarms for e in self.results)
+            corrections = sum(e.corrections for e in self.results)
             alerts = sum(e.alerts for e in self.results)
             vstats = self.verifier.stats()
             probes = int(vstats.get("probes", 0))
         else:
             false_alarms = self.tracker.false_alarms
+            corrections = self.tracker.corrections
             alerts = self.view.alerts if self.view is not None else 0
             probes = 0
         stale_changes = [c for c in self.tracker.changes if c["stale"]]
@@ -825,6 +838,7 @@ class ModeRunner:
                         for c in self.tracker.changes],
             "alerts": alerts,
             "false_alarms": false_alarms,
+            "corrections": corrections,
             "transitions": transitions,
             "false_alarms_per_1000": round(1000.0 * false_alarms / transitions, 3)
             if transitions else 0.0,
@@ -1064,8 +1078,9 @@ def format_table(doc: Mapping[str, Any]) -> str:
         v = ratios.get(f"steps_static_over_{m}")
         if v is not None:
             lines.append(f"static memory needs {v:.2f}x the steps per task of GLOVE-{m}")
-    lines.append("false alarms: alerts on a (state, action) no drift event touched; stale "
-                 "goals: first goal believed to hold the colour but did not")
+    lines.append("false alarms: alerts on a (state, action) no drift event touched where "
+                 "memory agreed with the world; stale goals: first goal believed to hold the "
+                 "colour but did not")
     return "\n".join(lines)
 
 

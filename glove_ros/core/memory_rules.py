@@ -32,7 +32,9 @@ stale-negative re-test when the agent is stuck (the deadlock rule) is a project 
 beyond the paper; :data:`GLOVE_ABLATIONS` switch it off (``GLOVE-async-norecheck``), use the
 paper's ``p_th`` count instead of the calibrated detector (``-pth``), or drop object-level
 and corridor-symmetry evidence (``-noobject``), or learn one noise rate per action instead of
-one per kind of disagreement of structured outcomes (``-nostructure``). Every rule gets
+one per kind of disagreement of structured outcomes (``-nostructure``), or let the detour
+hook re-test every stale negative in the way instead of only those at places that changed
+before (``-anyrecheck``). Every rule gets
 the same ``on_stuck`` call and answers by its own rule: GLOVE re-tests stale negatives,
 PageHinkleyReset resets, PeriodicRefresh refreshes, the local rules do nothing.
 
@@ -472,6 +474,7 @@ GLOVE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "GLOVE-async-norecheck": ("async", {"stale_negative_recheck": False}),
     "GLOVE-async-noobject": ("async", {"unique_objects": (), "symmetric_actions": ()}),
     "GLOVE-async-nostructure": ("async", {"structured_noise": False}),
+    "GLOVE-async-anyrecheck": ("async", {"recheck_volatile_first": False}),
     "GLOVE-sync-pth": ("sync", {"detector": "p_th", "p_th": 3}),
 }
 

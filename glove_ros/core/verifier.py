@@ -118,6 +118,8 @@ _WORLD_MARK = "glove.world_mark"
 _NOISE = "glove.noise"
 _NOISE_EVERY = 64  # agreeing comparisons between two writes of the noise tally
 _ALARM_RUN = "glove.alarm_run:"  # + pending key: the relation kinds of an alarm's run
+_VOLATILE = "glove.volatile"  # pairs whose memory a (not refuted) alarm overturned
+_VOLATILE_MAX = 512
 #: detection rules: the calibrated Bayes-factor test (default) and the paper's p_th count
 DETECTORS = ("bayes", "p_th")
 _TUPLE_FIELDS = ("never_probe", "negative_outcomes", "unique_objects", "symmetric_actions")
@@ -198,6 +200,10 @@ class VerifierConfig:
     ``symmetric_actions``: actions whose outcome is the same in both directions of an
     undirected link (``navigate_to`` a neighbour): (s, a, t) and (t, a, s) share evidence.
     ``stale_negative_recheck``: the deadlock rule (a project extension; off = ablation).
+    ``recheck_volatile_first``: when remembered failures block a shorter route, re-test
+    first those at places where an alarm already overturned memory (a door that closed
+    once is likelier to re-open than a wall that never changed); the others only when no
+    such place is in the way (a project extension; off = ablation).
     ``structured_noise``: learn a noise rate per kind of disagreement where the caller
     gives a ``noise_relation`` (structured outcomes of the in-process adapters; a project
     extension, off = ablation); no effect on the memory node's string outcomes.
@@ -228,6 +234,7 @@ class VerifierConfig:
     object_action: str = "look"
     symmetric_actions: tuple[str, ...] = ("navigate_to",)
     stale_negative_recheck: bool = True
+    recheck_volatile_first: bool = True
     structured_noise: bool = True
 
     def validate(self) -> VerifierConfig:
@@ -312,6 +319,8 @@ class VerifierConfig:
             raise ValueError("object_action must be a non-empty action name")
         if not isinstance(self.stale_negative_recheck, bool):
             raise ValueError("stale_negative_recheck must be true or false")
+        if not isinstance(self.recheck_volatile_first, bool):
+            raise ValueError("recheck_volatile_first must be true or false")
         if not isinstance(self.structured_noise, bool):
             raise ValueError("structured_noise must be true or false")
         if not is_int(self.stale_negative_after) or self.stale_negative_after < 0:
@@ -933,12 +942,27 @@ class GloveVerifier:
         if not false or not isinstance(run, dict):
             return
         self._count("false_alarms_learnt")
+        if isinstance(run.get("pair"), list) and len(run["pair"]) == 3:
+            self._mark_volatile([tuple(map(str, run["pair"]))], on=False)
         for k in run.get("noise") or []:
             if isinstance(k, str):
                 self._noise.add(k, True)
         for rel in run.get("relations") or []:
             if isinstance(rel, str):
                 self._noise.add_relation(str(run.get("action")), rel)
+
+    def _volatile(self) -> list[list[str]]:
+        got = self.store.get_state(_VOLATILE)
+        return [list(map(str, p)) for p in got if isinstance(p, list) and len(p) == 3] \
+            if isinstance(got, list) else []
+
+    def _mark_volatile(self, keys: Sequence[tuple[str, str, str]], on: bool = True) -> None:
+        """Remember (or forget) pairs whose memory an alarm overturned: a place that
+        changed once is the first suspect when remembered failures block a route again."""
+        now = [p for p in self._volatile() if tuple(p) not in {tuple(k) for k in keys}]
+        if on:
+            now += [list(k) for k in keys]
+        self.store.set_state(_VOLATILE, now[-_VOLATILE_MAX:])
 
     def flush(self) -> None:
         """Store the noise tally now (call before closing the store: between two writes up
@@ -1107,7 +1131,7 @@ class GloveVerifier:
             run = self._run_outcomes(streak, t.outcome)
             mode = min(history_mode(counts))
             self.store.set_state(f"{_ALARM_RUN}{pkey}", {
-                "action": t.action, "mode": mode, "mark": min(streak),
+                "action": t.action, "mode": mode, "mark": min(streak), "pair": list(t.key),
                 "noise": [self._noise_key(t.action, o, counts) for o in run],
                 "relations": [self._relation_of(t.action, o, counts) for o in run]})
         mirror = self._mirror(t)
@@ -1125,6 +1149,7 @@ class GloveVerifier:
             _WORLD_MARK,
             {"id": min(streak), "stamp": stamp, "pair": list(t.key)},
         )
+        self._mark_volatile([t.key] + ([mirror.key] if mirror is not None else []))
         self._count("alerts")
         requests: list[ProbeRequest] = []
         note = ""
@@ -1311,6 +1336,9 @@ class GloveVerifier:
                 continue
             if g.last_id < threshold and self._group_negative(g):
                 out.append(g)
+        if wanted is not None and not stuck and cfg.recheck_volatile_first:
+            volatile = {tuple(p) for p in self._volatile()}
+            return [g for g in out if g.pair in volatile]
         return out
 
     def stale_negative_candidates(
@@ -1346,7 +1374,9 @@ class GloveVerifier:
         action) tuples) limits the search to the memories that stand in the planner's way,
         e.g. the remembered failures that force a detour (``stuck=False``: only those not
         re-confirmed since the latest dissonance are suspect, so a detour in a world that
-        never changed re-tests nothing).
+        never changed re-tests nothing; with ``recheck_volatile_first`` only those at
+        places where an alarm already overturned memory, since a re-test of a failure can
+        cost as much as the failure).
         """
         with self._lock, self._atomic():
             when = stamp if stamp else self.store.now()
