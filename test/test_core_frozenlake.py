@@ -286,6 +286,7 @@ def test_main_json_shape_and_files(tmp_path, capsys):
                 "probe_steps", "probes", "alerts", "decisions", "budget_exhausted_episodes",
                 "reopened_tiles", "negative_entries", "entry_retries_task",
                 "entry_retries_probe", "deadlock", "stale_kept", "first_contact_falls",
+                "unmet_hole_falls",
             }
             assert 0 <= p["successes"] <= p["episodes"]
         assert m["drift_successes"] == sum(p["successes"] for p in m["phases"][1:])

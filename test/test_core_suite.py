@@ -100,6 +100,23 @@ def test_quick_suite_runs_every_method_with_every_metric(tmp_path, capsys):
     assert "frozenlake_det" in out and "Oracle" in out
 
 
+@pytest.mark.parametrize("seed", [9, 15, 48])
+def test_every_glove_failure_on_these_worlds_is_a_hole_no_memory_could_hold(seed):
+    """Development worlds where a stuck planner once walked back into holes that never
+    moved (the re-test of every stale negative): now each failed drift episode is a first
+    fall into a just-closed tile or into a hole met for the first time; the ablation that
+    re-tests every remembered fall fails more often on the same world, the oracle never."""
+    data = suite.generate_frozenlake(seed, sizes=(4, 8), episodes=15)
+    glove = suite.run_frozenlake_world(data, "GLOVE-async")
+    assert glove["failed_episodes"] == (glove["first_contact_falls"]
+                                        + glove["unmet_hole_falls"])
+    ablation = suite.run_frozenlake_world(data, "GLOVE-async-anyrecheck")
+    assert ablation["failed_episodes"] > glove["failed_episodes"]
+    oracle = suite.run_frozenlake_world(data, "Oracle")
+    assert oracle["failed_episodes"] == oracle["first_contact_falls"] == 0
+    assert oracle["unmet_hole_falls"] == 0
+
+
 def test_gym_adapter_runs_frozenlake_from_yaml_and_breaks_the_deadlock():
     sc = gymb.load_scenario(GYM_FL)
     doc = gymb.run_benchmark(sc, ["GLOVE-async", "LatestOverwrite", "GLOVE-async-norecheck"])

@@ -550,9 +550,10 @@ def test_pose_rule_drift_suppresses_the_whole_neighbourhood(store):
     assert v.distribution("wp3", "look_at", pose=(2.0, 2.0, 0.0)) == {"blue": 1.0}
 
 
-def test_detour_rechecks_places_that_changed_first_and_stuck_rechecks_all(store):
+def test_detour_rechecks_only_places_that_changed_and_stuck_rechecks_them_first(store):
     """With ``pairs`` (the detour hook) only a negative at a place whose memory an alarm
-    overturned is re-tested; stuck, every stale negative is; the ablation re-tests all."""
+    overturned is re-tested; stuck, those first, the others once they are re-confirmed or
+    when none is suspect; the ablation re-tests all."""
     v = verifier(store, mode="async", p_th=1)
     learn(v, T("a", "go", "blocked"), 3)  # blocked since the start
     learn(v, T("b", "go", "reached"), 3)
@@ -564,7 +565,26 @@ def test_detour_rechecks_places_that_changed_first_and_stuck_rechecks_all(store)
     assert [p[0] for p in res.pairs] == ["b"]
     assert v.distribution("a", "go") == {"blocked": 1.0}  # kept
     res = v.recheck_negatives(stuck=True, pairs=[("a", "go")])
-    assert [p[0] for p in res.pairs] == ["a"]
+    assert [p[0] for p in res.pairs] == ["a"]  # no place that changed is in the way
+
+
+def test_stuck_rechecks_places_that_changed_before_the_others(store):
+    v = verifier(store, mode="async", p_th=1)
+    learn(v, T("a", "go", "blocked"), 3)  # a wall that never moved
+    learn(v, T("b", "go", "reached"), 3)
+    assert v.observe(T("b", "go", "blocked")).alert is not None  # a door that closed
+    learn(v, T("c", "go", "reached"), 3)
+    assert v.observe(T("c", "go", "blocked")).alert is not None  # newer world mark
+    res = v.recheck_negatives(stuck=True)
+    assert [p[0] for p in res.pairs] == ["b"]
+    assert v.distribution("a", "go") == {"blocked": 1.0}  # not re-tested yet
+    v.observe(T("b", "go", "blocked"))  # the door is still closed: re-confirmed
+    assert v.distribution("b", "go") == {"blocked": 1.0}
+    res = v.recheck_negatives(stuck=True)
+    assert [p[0] for p in res.pairs] == ["a"]  # only now the wall
+    assert v.distribution("a", "go") is None  # suppressed until re-verified
+    assert len(v.stale_negative_candidates(stuck=True)) == 0
+    assert all(store.get(i) is not None for i in range(1, 4))  # nothing deleted
 
 
 def test_detour_recheck_ablation_retests_every_stale_negative(store):

@@ -70,7 +70,8 @@ JSON shape:
                    reopened_tiles: [[row, col]], negative_entries: [[state, action]],
                    entry_retries_task, entry_retries_probe,
                    deadlock: true | false | null (no tile re-opened in this phase),
-                   stale_kept: true | false | null, first_contact_falls}],
+                   stale_kept: true | false | null, first_contact_falls,
+                   unmet_hole_falls}],
        "drift_successes", "drift_episodes",
        "budget_used": {task, probe, left}, "rule_stats": {...},
        "llm": {calls, fallbacks} (policy llm only)}},
@@ -715,6 +716,10 @@ class PhaseResult:
     #: failed episodes that ended in the first fall into a tile that became a hole in this
     #: phase: what no method that learns from experience can avoid (the oracle is told)
     first_contact_falls: int = 0
+    #: failed episodes that ended in the first fall into a hole that was already one before
+    #: this phase but that the agent had never fallen into since it last changed (a hole
+    #: met on a new route): no memory can hold it either
+    unmet_hole_falls: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (see the README's JSON shape)."""
@@ -736,6 +741,7 @@ class PhaseResult:
             "deadlock": self.deadlock,
             "stale_kept": self.stale_kept,
             "first_contact_falls": self.first_contact_falls,
+            "unmet_hole_falls": self.unmet_hole_falls,
         }
 
 
@@ -755,6 +761,7 @@ class Runner:
         self._result: PhaseResult | None = None
         self._new_holes: set[int] = set()  # tiles that became holes in this phase
         self._fallen: set[int] = set()  # ... that the agent has fallen into
+        self._met: set[int] = set()  # holes fallen into since they last changed kind
 
     # ---- probing
     def _run_probes(self, targets: Sequence[ProbeTarget], probe_env: Any) -> None:
@@ -861,6 +868,10 @@ class Runner:
                 if reward <= 0 and nxt_i in self._new_holes and nxt_i not in self._fallen:
                     self._fallen.add(nxt_i)
                     res.first_contact_falls += 1
+                elif reward <= 0 and nxt_i not in self._met:
+                    res.unmet_hole_falls += 1
+                if reward <= 0:
+                    self._met.add(nxt_i)
                 return reward > 0, False
             if trunc:
                 return False, False
@@ -950,6 +961,10 @@ class Runner:
                 r * self.sc.ncol + c for r, row in enumerate(desc) for c, ch in enumerate(row)
                 if ch == "H" and maps[i - 1][r][c] != "H"}
             self._fallen = set()
+            # holes fallen into since they last changed kind
+            self._met -= {t for t in range(self.sc.nrow * self.sc.ncol) if i and
+                          desc[t // self.sc.ncol][t % self.sc.ncol]
+                          != maps[i - 1][t // self.sc.ncol][t % self.sc.ncol]}
             alerts0 = self.rule.alerts
             probe_env.reset(seed=self.sc.seed + 7919 * (i + 1))
             try:

@@ -11,8 +11,9 @@ whole of a nuisance-only world), probe steps, deadlocks (a re-opened place memor
 believes closed, never re-tried, and it makes the believed route longer than the true one)
 and stale (the same wrong memory kept where another route is as short: it costs nothing);
 on FrozenLake also the failed drift episodes and how many of them were the first fall into a
-tile that had just become a hole (what no method that learns from experience can avoid; the
-oracle is told the map).
+tile that had just become a hole, or into a hole the agent had never met since it last
+changed (on a route it had never taken): what no method that learns from experience can
+avoid; the oracle is told the map.
 
 Families (``bench/scenarios/suite.yaml``):
 
@@ -364,6 +365,7 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
         "stale_kept": sum(1 for p in drift if p.stale_kept),
         "failed_episodes": episodes - sum(p.successes for p in drift),
         "first_contact_falls": sum(p.first_contact_falls for p in drift),
+        "unmet_hole_falls": sum(p.unmet_hole_falls for p in drift),
         "alerts": int(stats.get("alerts", 0)),
         "phase_success": {p.phase: p.successes / p.episodes for p in phases},
     }
@@ -482,6 +484,7 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "stale_kept": sum(int(r.get("stale_kept", 0)) for r in records),
         "failed_episodes": sum(int(r.get("failed_episodes", 0)) for r in records),
         "first_contact_falls": sum(int(r.get("first_contact_falls", 0)) for r in records),
+        "unmet_hole_falls": sum(int(r.get("unmet_hole_falls", 0)) for r in records),
         "per_world": [float(r["drift_success"]) for r in records],
     }
     if oracle:
@@ -608,10 +611,12 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
 
 def _fails(r: Mapping[str, Any]) -> str:
     """Failed drift episodes (FrozenLake) and, in brackets, how many were the first fall
-    into a tile that had just become a hole (no method that learns can avoid those)."""
+    into a tile that had just become a hole + the first fall into a hole that was one
+    before but never met since it last changed (no method that learns can avoid those)."""
     if "failed_episodes" not in r:
         return "-"
-    return f"{r['failed_episodes']}({r.get('first_contact_falls', 0)})"
+    return (f"{r['failed_episodes']}({r.get('first_contact_falls', 0)}"
+            f"+{r.get('unmet_hole_falls', 0)})")
 
 
 def format_table(doc: Mapping[str, Any]) -> str:
@@ -623,7 +628,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
         lines.append(f"{fam} ({len(next(iter(fd['methods'].values()))['per_world'])} worlds)")
         head = (f"{'method':<24} {'params':<16} {'success':>7} {'95% CI':>13} "
                 f"{'steps/oracle':>12} {'detect med/p90':>14} {'FA/1k':>6} "
-                f"{'probes':>6} {'deadlk':>6} {'stale':>5} {'fails(1st)':>10}")
+                f"{'probes':>6} {'deadlk':>6} {'stale':>5} {'fails(new+unmet)':>16}")
         lines += [head, "-" * len(head)]
         for m, r in fd["methods"].items():
             params = ",".join(f"{k}={v:g}" for k, v in (r.get("params") or {}).items())
@@ -634,7 +639,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
                 f"{_fmt(r.get('steps_vs_oracle')):>12} "
                 f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
                 f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
-                f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5} {_fails(r):>10}")
+                f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5} {_fails(r):>16}")
     return "\n".join(lines)
 
 

@@ -200,10 +200,12 @@ class VerifierConfig:
     ``symmetric_actions``: actions whose outcome is the same in both directions of an
     undirected link (``navigate_to`` a neighbour): (s, a, t) and (t, a, s) share evidence.
     ``stale_negative_recheck``: the deadlock rule (a project extension; off = ablation).
-    ``recheck_volatile_first``: when remembered failures block a shorter route, re-test
-    first those at places where an alarm already overturned memory (a door that closed
-    once is likelier to re-open than a wall that never changed); the others only when no
-    such place is in the way (a project extension; off = ablation).
+    ``recheck_volatile_first``: re-test first the remembered failures at places where an
+    alarm already overturned memory (a door that closed once is likelier to re-open than a
+    wall that never changed). A detour (remembered failures block a shorter route) re-tests
+    only those; a stuck planner re-tests those first and the others once they are
+    re-confirmed, or at once when no such place is suspect (a project extension; off =
+    ablation).
     ``structured_noise``: learn a noise rate per kind of disagreement where the caller
     gives a ``noise_relation`` (structured outcomes of the in-process adapters; a project
     extension, off = ablation); no effect on the memory node's string outcomes.
@@ -1336,9 +1338,15 @@ class GloveVerifier:
                 continue
             if g.last_id < threshold and self._group_negative(g):
                 out.append(g)
-        if wanted is not None and not stuck and cfg.recheck_volatile_first:
+        if cfg.recheck_volatile_first and out:
             volatile = {tuple(p) for p in self._volatile()}
-            return [g for g in out if g.pair in volatile]
+            first = [g for g in out if g.pair in volatile]
+            # a detour re-tests only places that changed before; a stuck planner re-tests
+            # those first and the rest once they are re-confirmed (they then stop being
+            # suspect) or when there are none
+            if wanted is not None and not stuck:
+                return first
+            return first or out
         return out
 
     def stale_negative_candidates(
