@@ -148,7 +148,14 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
     node = rclpy.create_node(f"bench_ingest_{os.getpid()}")
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(node)
-    spin = threading.Thread(target=executor.spin, daemon=True)
+    spinning = threading.Event()
+    spinning.set()
+
+    def spin_loop() -> None:
+        while spinning.is_set():
+            executor.spin_once(timeout_sec=0.1)
+
+    spin = threading.Thread(target=spin_loop, daemon=True)
     spin.start()
     stats: list[dict[str, int]] = []
 
@@ -217,7 +224,13 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
         querier.join(15)
         final = dict(stats[-1])
     finally:
-        executor.shutdown()
+        # stop handing out work, let running callbacks finish, then tear down (no callback
+        # outlives the executor: no "exception was never retrieved")
+        from glove_ros.nodes.common import stop_executor
+
+        spinning.clear()
+        spin.join(2.0)
+        stop_executor(executor)
         node.destroy_node()
         code = _stop(memory)
         _stop(bare)
