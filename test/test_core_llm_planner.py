@@ -156,3 +156,52 @@ def test_harness_parse_job_and_unknown_job():
     assert bench.run_parse(ScriptedLlm(default=reply), cases, 20.0).summary()["accuracy"] == 1.0
     with pytest.raises(ValueError, match="unknown job"):
         bench.run(ScriptedLlm(), ["dance"])
+
+
+def test_harness_reflect_job_scores_right_and_garbage_reflections():
+    """The reflection job runs the real LlmUpdater on generated episodes (a block moved, or
+    a new fact): a reply that writes the block at its new place is right, garbage is a
+    fallback and memory is judged unchanged."""
+    cases = bench._reflect_cases(random.Random(1002), 4)
+    assert {c[-1] for c in cases} == {"moved", "new_fact"}
+    it = iter(cases)
+
+    def right(m, s):
+        _entries, _outcome, colour, new, old, _kind = next(it)
+        return {"edits": [{"op": "edit" if old else "add", "kind": "semantic",
+                           "name": f"block_{colour}", "body": f"The {colour} block is at {new}."}]}
+
+    good = bench.run_reflect(ScriptedLlm(default=right), cases, 20.0).summary()
+    assert good["accuracy"] == 1.0 and good["valid_rate"] == 1.0
+    bad = bench.run_reflect(ScriptedLlm(default="not json {"), cases, 20.0).summary()
+    assert bad["accuracy"] == 0.0 and bad["fallback_rate"] == 1.0
+
+
+def test_harness_consolidate_job_needs_the_new_place_and_its_episode():
+    cases = bench._consolidate_cases(random.Random(1003), 3)
+    for _store, region, ws, _colour, _wp, ep in cases:
+        assert ep in region.episodes and ws.synthesized  # journaled, one fact already written
+    picks = iter(cases)
+
+    def right(m, s):
+        _s, _region, _ws, colour, wp, ep = next(picks)
+        return {"tool": "synthesize", "args": {"kind": "semantic", "name": f"{colour}_block",
+                                               "body": f"The {colour} block is at {wp}.",
+                                               "sources": [ep]}}
+
+    assert bench.run_consolidate(ScriptedLlm(default=right), cases, 20.0).summary()[
+        "accuracy"] == 1.0
+    stale = iter(cases)
+
+    def old_place(m, s):  # valid, but writes the block where it no longer is
+        _s, region, _ws, colour, wp, _ep = next(stale)
+        old = next(ep for ep in region.episodes if ep.endswith("a"))
+        place = next(p for p in bench.PLACES if p != wp and p in str(region.entries))
+        return {"tool": "synthesize", "args": {"kind": "semantic", "name": f"{colour}_block",
+                                               "body": f"The {colour} block is at {place}.",
+                                               "sources": [old]}}
+
+    wrong = bench.run_consolidate(ScriptedLlm(default=old_place), cases, 20.0).summary()
+    assert wrong["accuracy"] == 0.0 and wrong["valid_rate"] == 1.0
+    for store, *_ in cases:
+        store.close()

@@ -96,8 +96,22 @@ def test_quick_suite_runs_every_method_with_every_metric(tmp_path, capsys):
     assert methods["Oracle"]["detection_median"] == 0
     # no drift in a source phase: GLOVE raises no alarm there (deterministic world)
     assert methods["GLOVE-async"]["false_alarms_per_1000"] == 0
+    # GLOVE against the strongest baseline on the same worlds (paired)
+    pair = fam["paired_vs_best_baseline"]
+    baselines = ("LatestOverwrite", "RecentK", "SlidingWindow", "RecencyWeighted",
+                 "PageHinkleyReset", "PeriodicRefresh")
+    assert pair["baseline"] in baselines
+    assert methods[pair["baseline"]]["drift_success"] == max(
+        methods[b]["drift_success"] for b in baselines)
+    for m in ("GLOVE-async", "GLOVE-sync"):
+        d = pair[m]["success"]
+        worlds = [a - b for a, b in zip(methods[m]["per_world"],
+                                        methods[pair["baseline"]]["per_world"], strict=True)]
+        assert d["mean"] == pytest.approx(sum(worlds) / len(worlds))
+        assert d["ci95"][0] <= d["mean"] <= d["ci95"][1]
     out = capsys.readouterr().out
     assert "frozenlake_det" in out and "Oracle" in out
+    assert f"paired, same worlds: GLOVE-async - {pair['baseline']}" in out
 
 
 @pytest.mark.parametrize("seed", [9, 15, 48])

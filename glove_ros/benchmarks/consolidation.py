@@ -16,7 +16,7 @@ consolidation does with the memory:
                 entries are pruned until memory fits ``baseline_budget_tokens`` (default:
                 the planner's budget -- a memory the planner reads whole), ReMEmbR-style
   rule          + the deterministic consolidator at every dock (every ``every_k`` episodes)
-  llm           + the local LLM consolidator (bundled SmolLM2-135M, or ``--model PATH``)
+  llm           + the local LLM consolidator (the default model, or ``--model NAME|PATH``)
 
 Measured per episode and arm, side by side: active memory tokens (the whole plan memory as
 the planner-facing text, approximate tokens) and entries, and task success by *rehearsal*:
@@ -515,6 +515,16 @@ def _summary(arm: _Arm, sc: Scenario, drift_at: int | None) -> dict[str, Any]:
     }
 
 
+def _model_name(model: str) -> str:
+    """The GGUF file the llm arm ran ('' = the default model, resolved as the LLM does)."""
+    from glove_ros.core.models import ModelFileError, resolve_model
+
+    try:
+        return resolve_model(model).name
+    except (ModelFileError, ValueError):
+        return model or "default model (not installed)"
+
+
 def _document(sc: Scenario, arms: Sequence[_Arm], watched: Sequence[tuple[str, str]],
               model: str | None) -> dict[str, Any]:
     w = sc.world
@@ -574,7 +584,7 @@ def _document(sc: Scenario, arms: Sequence[_Arm], watched: Sequence[tuple[str, s
         },
         "config": {
             "rule": {k: v for k, v in _rule_config(sc).__dict__.items()},
-            "llm": ({**dict(sc.llm), "model": model or "bundled SmolLM2-135M Q4_1"}
+            "llm": ({**dict(sc.llm), "model": _model_name(model)}
                     if model is not None else None),
         },
         "paper": PAPER,
@@ -692,9 +702,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scenario YAML (bench/scenarios/consolidation_*.yaml)")
     parser.add_argument("--consolidator", choices=("rule", "llm", "both"), default="rule",
                         help="which consolidating arm runs next to writer-only (default: "
-                        "%(default)s; llm uses the bundled GGUF or --model)")
+                        "%(default)s; llm uses the default model or --model)")
     parser.add_argument("--model", default="", metavar="PATH",
-                        help="GGUF for the llm arm (default: bundled SmolLM2-135M)")
+                        help="model name or GGUF path for the llm arm (default: the default "
+                        "model, qwen2.5-coder-1.5b, or $GLOVE_LLM_MODEL)")
     parser.add_argument("--episodes", type=int, default=0, metavar="N",
                         help="override the scenario's episode count")
     parser.add_argument("--json", action="store_true", help="print the JSON document")

@@ -323,12 +323,13 @@ def _reflect_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
         moved = i % 2 == 1
         entries = []
         if moved:
-            entries.append(PlanEntry(f"block_{colour}", "semantic",
-                                     f"The {colour} block is at {old}.",
-                                     Provenance((f"ep{i}_old",), ())))
+            entries.append(PlanEntry(kind="semantic", name=f"block_{colour}",
+                                     body=f"The {colour} block is at {old}.",
+                                     provenance=Provenance((f"ep{i}_old",), ())).validate())
         oc = rng.choice([c for c in COLOURS if c != colour])
-        entries.append(PlanEntry(f"block_{oc}", "semantic", f"The {oc} block is at {places[2]}.",
-                                 Provenance((f"ep{i}_x",), ())))
+        entries.append(PlanEntry(kind="semantic", name=f"block_{oc}",
+                                 body=f"The {oc} block is at {places[2]}.",
+                                 provenance=Provenance((f"ep{i}_x",), ())).validate())
         obs = []
         if moved:
             obs.append(Observation(old, tuple(sorted(_other(rng, colour)))))
@@ -351,7 +352,7 @@ def run_reflect(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float) ->
     st = JobStats("reflect")
     for entries, outcome, colour, new, old, kind in cases:
         prop = up.propose_edits(entries, outcome)
-        res = prop.raw
+        res = prop.llm
         ok_valid = bool(getattr(res, "ok", False))
         good = False
         if prop.edits:
@@ -370,39 +371,52 @@ def run_reflect(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float) ->
 
 
 def _consolidate_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
-    """(store, region, workspace, colour, waypoint, episode) with one fact left to write."""
+    """(store, region, workspace, colour, waypoint, episode) with one fact left to write.
+
+    Each case journals four episodes through the fast writer, as on the robot: the colour
+    seen at one place, then (drift) at another, and a second colour seen twice at a third.
+    The second colour's fact is already synthesized; the right next call synthesizes the
+    first colour at its new place, citing the episode that saw it there."""
     import tempfile
 
-    from glove_ros.core.consolidation import ConsolidationConfig, Consolidator, Workspace
-    from glove_ros.core.plan_memory import Edit, PlanMemoryStore, Provenance
+    from glove_ros.core.consolidation import (
+        ConsolidationConfig,
+        Consolidator,
+        FastWriter,
+        Workspace,
+    )
+    from glove_ros.core.plan_memory import PlanMemoryStore
+    from glove_ros.core.updater import EpisodeOutcome, Observation
 
     out = []
     tmp = Path(tempfile.mkdtemp(prefix="glove_bench_llm_"))
     for i in range(n):
         colour, oc = rng.sample(COLOURS, 2)
-        p = rng.sample(PLACES, 4)
+        p = rng.sample(PLACES, 3)
         store = PlanMemoryStore(str(tmp / f"plan{i}.db"))
-        edits = [
-            Edit.add("semantic", f"{colour}_old", f"The {colour} block was seen at {p[0]}.",
-                     Provenance((f"e{i}a",), ())),
-            Edit.add("semantic", f"{colour}_new", f"The {colour} block is now at {p[1]}; it is "
-                     f"no longer at {p[0]}.", Provenance((f"e{i}b",), ())),
-            Edit.add("semantic", f"{oc}_seen", f"The {oc} block was seen at {p[2]}.",
-                     Provenance((f"e{i}c",), ())),
-            Edit.add("semantic", f"{oc}_seen_again", f"The {oc} block was seen at {p[2]} again.",
-                     Provenance((f"e{i}d",), ())),
-        ]
-        store.deploy(store.propose(edits, source="bench"))
-        cfg = ConsolidationConfig()
-        cons = Consolidator(store, cfg)
-        region = cons.select_region() if hasattr(cons, "select_region") else None
-        if region is None:
-            continue
+        writer = FastWriter(store)
+        tid = iter(range(1, 100))
+        for ep, goal, where in ((f"e{i}a", colour, p[0]), (f"e{i}b", colour, p[1]),
+                                (f"e{i}c", oc, p[2]), (f"e{i}d", oc, p[2])):
+            writer.write(EpisodeOutcome(
+                ep, f"find the {goal} block", goal, True, reported_waypoint=where,
+                observations=(Observation(where, (goal,), next(tid)),)))
+        cons = Consolidator(store, ConsolidationConfig(holdout_episodes=0))
+        region = cons.select_region()
+        if not region.entries or not region.episodes:
+            raise RuntimeError("bench llm: the consolidation case has an empty region")
         ws = Workspace(store.entries(), region, cons.index, cons.config)
-        ws.synthesize("semantic", f"{oc}_block", f"The {oc} block is at {p[2]}.",
-                      [f"e{i}c", f"e{i}d"]) if hasattr(ws, "synthesize") else None
+        ws.execute(_tool_call("synthesize", {"kind": "semantic", "name": f"{oc}_block",
+                                             "body": f"The {oc} block is at {p[2]}.",
+                                             "sources": [f"e{i}c", f"e{i}d"]}))
         out.append((store, region, ws, colour, p[1], f"e{i}b"))
     return out
+
+
+def _tool_call(tool: str, args: dict[str, Any]) -> Any:
+    from glove_ros.core.consolidation import ToolCall
+
+    return ToolCall(tool, args)
 
 
 def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float) -> JobStats:
@@ -412,7 +426,7 @@ def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float
     st = JobStats("consolidate")
     for _store, region, ws, colour, wp, ep in cases:
         pol = LlmPolicy(llm)
-        pol.start(region, ws.config if hasattr(ws, "config") else None)
+        pol.start(region, ws.config)
         step = pol.next_call(ws, [], 3, 8, 4096)
         call = step.call
         valid = call is not None

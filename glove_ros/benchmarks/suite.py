@@ -486,12 +486,39 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "first_contact_falls": sum(int(r.get("first_contact_falls", 0)) for r in records),
         "unmet_hole_falls": sum(int(r.get("unmet_hole_falls", 0)) for r in records),
         "per_world": [float(r["drift_success"]) for r in records],
+        "per_world_steps": [float(r["steps_per_task"]) for r in records],
     }
     if oracle:
         o_steps = sum(float(r["steps_per_task"]) for r in oracle) / len(oracle)
         o_succ = float(np.mean([float(r["drift_success"]) for r in oracle]))
         out["steps_vs_oracle"] = out["steps_per_task"] / o_steps if o_steps else None
         out["success_vs_oracle"] = out["drift_success"] / o_succ if o_succ else None
+    return out
+
+
+def paired_vs_best(methods: Mapping[str, Mapping[str, Any]],
+                   baselines: Sequence[str]) -> dict[str, Any]:
+    """Each GLOVE method minus the best baseline on the same worlds (paired differences of
+    drift success and steps per task; mean and 95% bootstrap interval).
+
+    The best baseline is the one with the highest mean drift success here, then fewer
+    steps: chosen on the report seeds after the fact, so the strongest opponent GLOVE could
+    face (conservative for GLOVE)."""
+    present = [b for b in baselines if b in methods]
+    if not present:
+        return {}
+    best = max(present, key=lambda b: (methods[b]["drift_success"],
+                                       -methods[b]["steps_per_task"]))
+    out: dict[str, Any] = {"baseline": best, "params": methods[best].get("params", {})}
+    for m in GLOVE_METHODS:
+        if m not in methods:
+            continue
+        entry = {}
+        for key, name in (("per_world", "success"), ("per_world_steps", "steps_per_task")):
+            diff = [a - b for a, b in zip(methods[m][key], methods[best][key], strict=True)]
+            lo, hi = _bootstrap(diff)
+            entry[name] = {"mean": float(np.mean(diff)), "ci95": [lo, hi]}
+        out[m] = entry
     return out
 
 
@@ -594,6 +621,8 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
             "methods": {m: {**aggregate(recs, oracle), "params": best.get(m, {})}
                         for m, recs in records.items()},
         }
+        doc["families"][fam]["paired_vs_best_baseline"] = paired_vs_best(
+            doc["families"][fam]["methods"], config.baselines)
     doc["wall_s"] = time.perf_counter() - t0
     return _json_safe(doc)
 
@@ -640,6 +669,14 @@ def format_table(doc: Mapping[str, Any]) -> str:
                 f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
                 f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
                 f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5} {_fails(r):>16}")
+        pair = fd.get("paired_vs_best_baseline") or {}
+        for m in GLOVE_METHODS:
+            if m in pair:
+                sd, st = pair[m]["success"], pair[m]["steps_per_task"]
+                lines.append(
+                    f"paired, same worlds: {m} - {pair['baseline']} (best baseline): success "
+                    f"{sd['mean']:+.3f} [{sd['ci95'][0]:+.3f}, {sd['ci95'][1]:+.3f}], "
+                    f"steps/task {st['mean']:+.2f} [{st['ci95'][0]:+.2f}, {st['ci95'][1]:+.2f}]")
     return "\n".join(lines)
 
 
