@@ -190,7 +190,10 @@ def test_llm_updater_normalises_valid_edits(store):
     assert [e.op for e in cand.edits] == ["edit", "add", "remove"]
     # the prompt carried the memory and the episode, and the schema bounded the edits
     msgs, schema, max_tokens = llm.calls[0]
-    assert "block_red" in msgs[1]["content"] and "e5" in msgs[1]["content"]
+    assert "block_red" in msgs[-1]["content"] and "e5" in msgs[-1]["content"]
+    # worked examples before it: a moved block is an edit, a new sighting an add
+    shots = [m["content"] for m in msgs[1:-1] if m["role"] == "assistant"]
+    assert any('"op": "edit"' in a for a in shots) and any('"op": "add"' in a for a in shots)
     assert schema["properties"]["edits"]["maxItems"] == 3
     assert max_tokens == u.config.max_tokens
 

@@ -16,10 +16,11 @@ uses, and scores the answers automatically:
   LlmUpdater`) proposes plan-memory edits from an episode; judged by what the edited memory
   then tells the planner (:func:`~glove_ros.core.plan_planner.plan_prior`): the block's new
   place must be preferred and its old, refuted place not.
-* ``consolidate`` -- one dock-time consolidation tool call (:class:`~glove_ros.core.
-  consolidation.LlmPolicy`) in a region where one fact is still to be written: right tool
-  (``synthesize``), right fact (colour + latest waypoint), provenance (the episode that saw
-  it, only region episodes).
+* ``consolidate`` -- a short dock-time consolidation tool loop (:class:`~glove_ros.core.
+  consolidation.LlmPolicy`, read calls executed, up to 9 calls) over a journaled region
+  where one fact is still to be written: the first ``synthesize`` must be the right fact
+  (colour + latest waypoint) with provenance (the episode that saw it, only region
+  episodes); latency is per call.
 
 Per job: accuracy, valid-output rate (schema-valid reply), fallback rate (the robot would
 have used the deterministic path: invalid, too slow or unusable reply), p50/p95 latency,
@@ -419,43 +420,56 @@ def _tool_call(tool: str, args: dict[str, Any]) -> Any:
     return ToolCall(tool, args)
 
 
-def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float) -> JobStats:
-    """One tool call per case: synthesize the missing fact with its provenance."""
+def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float,
+                    max_calls: int = 9) -> JobStats:
+    """A short tool loop per case, as in a dock-time run: read calls are executed on the
+    workspace and their results shown to the model; the first ``synthesize`` must write the
+    block at its new place citing the episode that saw it there (right tool, valid ids,
+    provenance). ``terminate``, an invalid call or ``max_calls`` reads without a synthesize
+    is wrong; an invalid call is a fallback (the run would abort, memory unchanged).
+    Latency and tokens are per call."""
     from glove_ros.core.consolidation import LlmPolicy
 
     st = JobStats("consolidate")
     for _store, region, ws, colour, wp, ep in cases:
         pol = LlmPolicy(llm)
         pol.start(region, ws.config)
-        step = pol.next_call(ws, [], 3, 8, 4096)
-        call = step.call
-        valid = call is not None
-        good = False
-        if valid and call.tool == "synthesize":
-            body = str(call.args.get("body", "")).lower()
-            srcs = list(call.args.get("sources", []))
-            good = (colour in body and wp in body and ep in srcs
-                    and all(s in region.episodes for s in srcs))
-        res = _StepResult(step)
-        st.add(res, valid, good, not valid, call.tool if valid else "invalid")
+        history: list[tuple[Any, Any]] = []
+        good, valid, kind, err = False, True, "reads only", None
+        spent, tokens = 0.0, 0
+        for i in range(max_calls):
+            t0 = time.perf_counter()
+            step = pol.next_call(ws, history, i + 1, 10, 4096)  # the shipped max_steps
+            spent += time.perf_counter() - t0
+            tokens += int(step.tokens)
+            call = step.call
+            if call is None:
+                valid, kind, err = False, "invalid", step.error
+                break
+            if call.tool == "synthesize":
+                body = str(call.args.get("body", "")).lower()
+                srcs = [str(x) for x in call.args.get("sources", [])]
+                good = (colour in body and wp in body and ep in srcs
+                        and all(x in region.episodes for x in srcs))
+                kind = "synthesize"
+                break
+            if call.tool == "terminate":
+                kind = "terminate"
+                break
+            history.append((call, ws.execute(call)))
+        calls = len(history) + (0 if kind == "reads only" else 1)
+        res = _StepResult(spent / max(1, calls), tokens, err)
+        st.add(res, valid, good and res.elapsed_s <= timeout_s, not valid, kind)
     return st
 
 
 @dataclass
 class _StepResult:
-    step: Any
+    """What :meth:`JobStats.add` reads, for a tool loop (mean seconds per call)."""
 
-    @property
-    def elapsed_s(self) -> float:
-        return 0.0
-
-    @property
-    def tokens(self) -> int:
-        return int(getattr(self.step, "tokens", 0))
-
-    @property
-    def error(self) -> str | None:
-        return getattr(self.step, "error", None)
+    elapsed_s: float
+    tokens: int
+    error: str | None = None
 
 
 def prefix_speedup(llm: Any, cases: Sequence[WaypointCase], warm: Sequence[float]

@@ -579,7 +579,29 @@ _SYSTEM = (
     "the episode proved wrong (then body = the reason). Only write what the episode shows. "
     "Reply with JSON only."
 )
+# worked examples (places and colours the robot's worlds do not use): a moved block is an
+# edit, a new sighting an add, a confirmation no edit -- small models otherwise answer
+# "no edits" to everything
+_EXAMPLES = (
+    ("Plan memory:\n- [semantic] block_purple: The purple block is at atrium.\n\n"
+     "Episode x1: task 'find the purple block' (goal: purple block)\n"
+     "- looked at atrium: saw no block\n- looked at cellar: saw purple block\n"
+     "Result: success (reported cellar).",
+     '{"edits": [{"op": "edit", "kind": "semantic", "name": "block_purple", '
+     '"body": "The purple block is at cellar; it is no longer at atrium."}]}'),
+    ("Plan memory: (empty)\n\nEpisode x2: task 'find the orange block' (goal: orange "
+     "block)\n- looked at foyer: saw no block\n- looked at attic: saw orange block\n"
+     "Result: success (reported attic).",
+     '{"edits": [{"op": "add", "kind": "semantic", "name": "block_orange", '
+     '"body": "The orange block is at attic."}]}'),
+    ("Plan memory:\n- [semantic] block_orange: The orange block is at attic.\n\n"
+     "Episode x3: task 'find the orange block' (goal: orange block)\n"
+     "- looked at attic: saw orange block\nResult: success (reported attic).",
+     '{"edits": []}'),
+)
 _WS = re.compile(r"\s+")
+
+
 def _norm(text: str) -> str:
     return _WS.sub(" ", text).strip().strip(".!;, ").lower()
 
@@ -625,10 +647,14 @@ class LlmUpdater:
             f"Write at most {self.config.max_edits} edits about this episode. Each edit has "
             "op (add, edit or remove), kind (semantic, procedure or negative), name (a few "
             "words naming the note, e.g. the block colour or the corridor) and body (the note "
-            "itself, one sentence with the waypoint names). Give an empty edits list if "
-            "nothing should change."
+            "itself, one sentence with the waypoint names). Where the episode saw a block "
+            "at a place no note gives it, add or edit that block's note; an empty edits list "
+            "only when memory already says what the episode saw."
         )
-        return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+        shots = [m for q, a in _EXAMPLES
+                 for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+        return [{"role": "system", "content": _SYSTEM}, *shots,
+                {"role": "user", "content": user}]
 
     def propose(self, store: PlanMemoryStore, outcome: EpisodeOutcome) -> Candidate | None:
         """Reflect and store the edit set as a candidate; ``None`` on garbage or no edits."""
