@@ -760,12 +760,14 @@ class ModeRunner:
         self._ep = None
         return ep
 
-    def run(self) -> dict[str, Any]:
-        """Run every episode; returns this mode's JSON-ready result."""
+    def run(self, tick: Callable[[], Any] | None = None) -> dict[str, Any]:
+        """Run every episode (``tick`` after each); returns this mode's JSON-ready result."""
         t0 = time.perf_counter()
         try:
             for episode in range(self.episodes):
                 self.run_episode(episode)
+                if tick is not None:
+                    tick()
         finally:
             self.wall_s = time.perf_counter() - t0
             self.close()
@@ -970,15 +972,16 @@ def _ratio(a: float, b: float) -> float | None:
 
 def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
                   config: BenchConfig | None = None, planner: str = "greedy",
-                  llm: Any = None) -> dict[str, Any]:
-    """Run ``modes`` side by side on the same task sequence; the JSON result document."""
+                  llm: Any = None, tick: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Run ``modes`` side by side on the same task sequence; the JSON result document.
+    ``tick`` is called after every task (progress)."""
     w = world if isinstance(world, World) else load_world(world)
     cfg = (config or BenchConfig()).validate()
     episodes = cfg.episodes or default_episodes(w)
     factory = _planner_factory(planner, llm)
     results = {}
     for mode in modes:
-        results[mode] = ModeRunner(w, mode, cfg, factory).run()
+        results[mode] = ModeRunner(w, mode, cfg, factory).run(tick)
     phases = phase_plan(w, episodes)
     doc: dict[str, Any] = {
         "benchmark": "jetrover",
@@ -1185,8 +1188,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
         return 2
     modes = MODES if args.mode == "all" else (args.mode,)
+    from tqdm import tqdm
+
+    bar = tqdm(total=(cfg.episodes or default_episodes(world)) * len(modes), desc="tasks",
+               unit="task", file=sys.stderr, leave=False, dynamic_ncols=True)
     try:
-        doc = run_benchmark(world, modes, cfg, args.planner)
+        doc = run_benchmark(world, modes, cfg, args.planner, tick=lambda: bar.update(1))
     except Exception as exc:  # e.g. the LLM cannot be loaded
         from glove_ros.core.llm import LlmLoadError
 
@@ -1194,4 +1201,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
             return 2
         raise
-    return write_results(doc, args.out, result_stem(world), write_plot, format_table, args.json)
+    finally:
+        bar.close()
+    # the LLM planner's results sit beside the greedy planner's, never over them
+    stem = result_stem(world) + ("_llm" if args.planner == "llm" else "")
+    return write_results(doc, args.out, stem, write_plot, format_table, args.json)

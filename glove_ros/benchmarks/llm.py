@@ -40,6 +40,7 @@ import argparse
 import random
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -237,6 +238,8 @@ class JobStats:
 
     def add(self, res: Any, ok_valid: bool, correct: bool, fallback: bool, kind: str = "") -> None:
         """Record one call."""
+        if _BAR is not None:
+            _BAR.update(1)
         self.n += 1
         self.valid += int(ok_valid)
         self.correct += int(correct)
@@ -517,6 +520,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON document")
 
 
+_BAR: Any = None  # the progress bar of a `glove-ros bench llm` run (one tick per case)
+
+
 def run(llm: Any, jobs: Sequence[str], *, cases: int = 42, small_cases: int = 8,
         seed: int = 1000, timeout_s: float = 20.0, speedup_cases: int = 5,
         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -551,14 +557,14 @@ def run(llm: Any, jobs: Sequence[str], *, cases: int = 42, small_cases: int = 8,
         out["reflect"] = st.summary()
         say(f"reflect: {st.correct}/{st.n}")
     if "consolidate" in jobs:
+        cc = _consolidate_cases(random.Random(seed + 3), small_cases)
         try:
-            cc = _consolidate_cases(random.Random(seed + 3), small_cases)
             st = run_consolidate(llm, cc, timeout_s)
-            out["consolidate"] = st.summary()
-            say(f"consolidate: {st.correct}/{st.n}")
-        except Exception as exc:  # the consolidation API is owned elsewhere and moves
-            out["consolidate"] = {"error": f"{type(exc).__name__}: {exc}"}
-            say(f"consolidate: not run ({exc})")
+        finally:
+            for store, *_ in cc:
+                store.close()
+        out["consolidate"] = st.summary()
+        say(f"consolidate: {st.correct}/{st.n}")
     return out
 
 
@@ -620,9 +626,23 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {exc}")
         return 2
     load_s = time.monotonic() - t0
-    jobs_out = run(llm, jobs, cases=args.cases, small_cases=args.small_cases, seed=args.seed,
-                   timeout_s=args.timeout, speedup_cases=args.speedup_cases,
-                   progress=lambda s: print(s, flush=True) if not args.json else None)
+    from tqdm import tqdm
+
+    from glove_ros.core.tasks import INTENTS
+
+    per_job = {"waypoint": args.cases, "parse": len(INTENTS) * 4,
+               "reflect": args.small_cases, "consolidate": args.small_cases}
+    global _BAR
+    _BAR = tqdm(total=sum(per_job.get(j, 0) for j in jobs), desc="cases", unit="case",
+                file=sys.stderr, leave=False, dynamic_ncols=True)
+    try:
+        jobs_out = run(llm, jobs, cases=args.cases, small_cases=args.small_cases,
+                       seed=args.seed, timeout_s=args.timeout,
+                       speedup_cases=args.speedup_cases,
+                       progress=lambda s: _BAR.write(s) if not args.json else None)
+    finally:
+        _BAR.close()
+        _BAR = None
     name = Path(llm.model_path).name
     doc = {
         "benchmark": "llm", "model": name, "model_path": str(llm.model_path),
