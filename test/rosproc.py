@@ -129,6 +129,21 @@ def call_retry(node: Any, client: Any, request: Any, timeout: float = 30.0,
                 raise
 
 
+def warm_record(node: Any, client: Any, timeout: float = 30.0) -> None:
+    """Warm up a ``record_transition`` client's answer path: send a malformed transition
+    (rejected, nothing stored) until one is answered.
+
+    Right after discovery DDS may match the request writer before the reply reader, and the
+    first answer is lost; re-sending a real transition then would store it twice.
+    """
+    from glove_ros.msg import Transition
+    from glove_ros.srv import RecordTransition
+
+    bad = Transition(state_key="warm-up", action="", outcome="x")
+    resp = call_retry(node, client, RecordTransition.Request(transition=bad), timeout=timeout)
+    assert not resp.accepted, "the warm-up transition must be rejected"
+
+
 class Collector:
     """Messages of one topic received by a test node, in arrival order (thread-safe)."""
 

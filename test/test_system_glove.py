@@ -8,12 +8,21 @@ the probed outcomes replace the stale memories; never_probe actions are refused.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from rosproc import Collector, NodeProcess, call, ros_client, wait_for  # noqa: E402
+from rosproc import (  # noqa: E402
+    Collector,
+    NodeProcess,
+    call,
+    ros_client,
+    wait_for,
+    warm_record,
+)
 
 
 def _t(state: str, outcome: str, action: str = "look"):
@@ -48,6 +57,7 @@ def test_async_alert_suppress_then_replace_after_evidence(tmp_path):
             alerts = Collector(node, DissonanceAlert, "dissonance")
             events = Collector(node, MemoryEvent, "memory_events")
             record = node.create_client(RecordTransition, "record_transition")
+            warm_record(node, record)
             query = node.create_client(QueryMemory, "query_memory")
             explain = node.create_client(ExplainEntry, "explain_entry")
             call(node, query, QueryMemory.Request())  # wait for discovery both ways
@@ -126,11 +136,16 @@ def test_sync_probe_replaces_and_never_probe_is_refused(tmp_path):
             requests = Collector(node, ProbeRequest, "probe_requests")
             status = Collector(node, VerifierStatus, "verifier_status")
             record = node.create_client(RecordTransition, "record_transition")
+            warm_record(node, record)
             query = node.create_client(QueryMemory, "query_memory")
             explain = node.create_client(ExplainEntry, "explain_entry")
             call(node, query, QueryMemory.Request())
             wait_for(lambda: node.count_subscribers("probe_requests") > 1, 20,
                      "verifier node subscribed", ver.log)
+            # this node sees the verifier's subscription; the memory node's publisher may
+            # match it a moment later (each participant discovers on its own), and a request
+            # published before that is not delivered (volatile topic)
+            time.sleep(1.0)
 
             old = _record_all(node, record, [_t("hall", "colors=red")] * 3)
             _record_all(node, record, [_t("hall", "colors=blue")] * 2)
