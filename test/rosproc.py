@@ -100,9 +100,19 @@ def ros_client(name: str = "test_client") -> Iterator[Any]:
         thread.join(5)
 
 
+_SETTLED: set[int] = set()  # clients whose server had time to match their reply reader
+
+
 def call(node: Any, client: Any, request: Any, timeout: float = 10.0) -> Any:
-    """Call a service from a spun node and return the response (fails on timeout)."""
+    """Call a service from a spun node and return the response (fails on timeout).
+
+    The first call on a client waits a moment after the service shows up: discovery may
+    list the server before the server has matched the client's reply reader, and an answer
+    sent before that is lost (the request itself may have been served)."""
     assert client.wait_for_service(timeout_sec=timeout), f"service {client.srv_name} absent"
+    if id(client) not in _SETTLED:
+        time.sleep(0.5)
+        _SETTLED.add(id(client))
     future = client.call_async(request)
     end = time.monotonic() + timeout
     while not future.done():

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
+from rosproc import NodeProcess, call, call_retry, ros_client, wait_for  # noqa: E402
 
 DEACTIVATE, CLEANUP, CONFIGURE, ACTIVATE = 4, 2, 1, 3  # lifecycle_msgs/Transition ids
 
@@ -23,7 +23,8 @@ def _cycle(node, name: str, log) -> None:
 
     change = node.create_client(ChangeState, f"/{name}/change_state")
     get = node.create_client(GetState, f"/{name}/get_state")
-    wait_for(lambda: call(node, get, GetState.Request(), timeout=20).current_state.label
+    # get_state is idempotent: re-sent when a first answer is lost right after discovery
+    wait_for(lambda: call_retry(node, get, GetState.Request(), timeout=20).current_state.label
              == "active", 30, f"{name} active", log)
     for tid in (DEACTIVATE, CLEANUP, CONFIGURE, ACTIVATE):
         r = call(node, change, ChangeState.Request(transition=Transition(id=tid)), timeout=20)
