@@ -287,21 +287,13 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
         MemoryEvent,
         VerifierStatus,
     )
-    from glove_ros.nodes.common import latched_qos
+    from glove_ros.nodes.common import BackgroundSpinner, latched_qos
 
     rclpy.init()
     node = rclpy.create_node("glove_demo")
     executor = MultiThreadedExecutor(2)
     executor.add_node(node)
-    spinning = threading.Event()
-    spinning.set()
-
-    def spin() -> None:  # a loop that can stop before the executor is shut down
-        while spinning.is_set():
-            executor.spin_once(timeout_sec=0.1)
-
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
+    spinner = BackgroundSpinner(executor)
     lock = threading.Lock()
     # Alerts and suppressions are attributed to the episode running (or last run) when they
     # arrive, and the rows are counted only after the final wait: nothing that arrives
@@ -449,13 +441,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                 row["alerts"] = sum(a["episode"] == row["episode"] for a in counters["alerts"])
                 row["suppressed"] = counters["suppressed_by_episode"].get(row["episode"], 0)
     finally:
-        # stop handing out work, let running callbacks finish, then tear down (in this order
-        # no callback outlives the executor: no "exception was never retrieved")
-        spinning.clear()
-        spinner.join(2.0)
-        from glove_ros.nodes.common import stop_executor
-
-        stop_executor(executor)
+        spinner.stop()  # no callback outlives the executor
         node.destroy_node()
         rclpy.try_shutdown()
     return rows, counters

@@ -760,7 +760,6 @@ class Runner:
         self._track: set[tuple[int, int]] = set()
         self._result: PhaseResult | None = None
         self._new_holes: set[int] = set()  # tiles that became holes in this phase
-        self._fallen: set[int] = set()  # ... that the agent has fallen into
         self._met: set[int] = set()  # holes fallen into since they last changed kind
 
     # ---- probing
@@ -865,13 +864,12 @@ class Runner:
                 self._run_probes(targets, probe_env)
             if term:
                 nxt_i = int(nxt)
-                if reward <= 0 and nxt_i in self._new_holes and nxt_i not in self._fallen:
-                    self._fallen.add(nxt_i)
-                    res.first_contact_falls += 1
-                elif reward <= 0 and nxt_i not in self._met:
-                    res.unmet_hole_falls += 1
-                if reward <= 0:
+                if reward <= 0 and nxt_i not in self._met:  # first fall since it changed
                     self._met.add(nxt_i)
+                    if nxt_i in self._new_holes:
+                        res.first_contact_falls += 1
+                    else:
+                        res.unmet_hole_falls += 1
                 return reward > 0, False
             if trunc:
                 return False, False
@@ -957,14 +955,12 @@ class Runner:
                 self.rule.set_world(true_model(env))
             self.rule.begin_phase(name, learning)
             self._deadlock_setup(maps[i - 1] if i else None, desc)
-            self._new_holes = set() if not i else {
+            changed = set() if not i else {
                 r * self.sc.ncol + c for r, row in enumerate(desc) for c, ch in enumerate(row)
-                if ch == "H" and maps[i - 1][r][c] != "H"}
-            self._fallen = set()
-            # holes fallen into since they last changed kind
-            self._met -= {t for t in range(self.sc.nrow * self.sc.ncol) if i and
-                          desc[t // self.sc.ncol][t % self.sc.ncol]
-                          != maps[i - 1][t // self.sc.ncol][t % self.sc.ncol]}
+                if ch != maps[i - 1][r][c]}
+            self._new_holes = {t for t in changed
+                               if desc[t // self.sc.ncol][t % self.sc.ncol] == "H"}
+            self._met -= changed  # a tile that changed kind is unmet again
             alerts0 = self.rule.alerts
             probe_env.reset(seed=self.sc.seed + 7919 * (i + 1))
             try:

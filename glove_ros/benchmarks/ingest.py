@@ -136,6 +136,7 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from glove_ros.msg import Transition
+    from glove_ros.nodes.common import BackgroundSpinner
     from glove_ros.srv import QueryMemory
 
     env = dict(os.environ)
@@ -148,15 +149,7 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
     node = rclpy.create_node(f"bench_ingest_{os.getpid()}")
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(node)
-    spinning = threading.Event()
-    spinning.set()
-
-    def spin_loop() -> None:
-        while spinning.is_set():
-            executor.spin_once(timeout_sec=0.1)
-
-    spin = threading.Thread(target=spin_loop, daemon=True)
-    spin.start()
+    spinner = BackgroundSpinner(executor)
     stats: list[dict[str, int]] = []
 
     def on_stats(msg: DiagnosticStatus) -> None:
@@ -224,13 +217,7 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
         querier.join(15)
         final = dict(stats[-1])
     finally:
-        # stop handing out work, let running callbacks finish, then tear down (no callback
-        # outlives the executor: no "exception was never retrieved")
-        from glove_ros.nodes.common import stop_executor
-
-        spinning.clear()
-        spin.join(2.0)
-        stop_executor(executor)
+        spinner.stop()  # no callback outlives the executor
         node.destroy_node()
         code = _stop(memory)
         _stop(bare)

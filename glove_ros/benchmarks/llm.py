@@ -387,6 +387,7 @@ def _consolidate_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
         ConsolidationConfig,
         Consolidator,
         FastWriter,
+        ToolCall,
         Workspace,
     )
     from glove_ros.core.plan_memory import PlanMemoryStore
@@ -410,17 +411,11 @@ def _consolidate_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
         if not region.entries or not region.episodes:
             raise RuntimeError("bench llm: the consolidation case has an empty region")
         ws = Workspace(store.entries(), region, cons.index, cons.config)
-        ws.execute(_tool_call("synthesize", {"kind": "semantic", "name": f"{oc}_block",
-                                             "body": f"The {oc} block is at {p[2]}.",
-                                             "sources": [f"e{i}c", f"e{i}d"]}))
+        ws.execute(ToolCall("synthesize", {"kind": "semantic", "name": f"{oc}_block",
+                                           "body": f"The {oc} block is at {p[2]}.",
+                                           "sources": [f"e{i}c", f"e{i}d"]}))
         out.append((store, region, ws, colour, p[1], f"e{i}b"))
     return out
-
-
-def _tool_call(tool: str, args: dict[str, Any]) -> Any:
-    from glove_ros.core.consolidation import ToolCall
-
-    return ToolCall(tool, args)
 
 
 def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float,

@@ -174,6 +174,32 @@ def stop_executor(executor: Any, timeout: float = 5.0) -> None:
     executor.shutdown(timeout_sec=timeout)
 
 
+class BackgroundSpinner:
+    """Spin ``executor`` on a daemon thread until :meth:`stop` (clients such as the demo and
+    the benchmarks that drive a graph from their main thread).
+
+    :meth:`stop` ends the loop first (no new work is handed out), lets running callbacks
+    finish and only then shuts the executor down, so no callback outlives it ("exception
+    was never retrieved: cannot use Destroyable")."""
+
+    def __init__(self, executor: Any, period: float = 0.1) -> None:
+        self.executor = executor
+        self._spinning = threading.Event()
+        self._spinning.set()
+        self._thread = threading.Thread(target=self._loop, args=(period,), daemon=True)
+        self._thread.start()
+
+    def _loop(self, period: float) -> None:
+        while self._spinning.is_set():
+            self.executor.spin_once(timeout_sec=period)
+
+    def stop(self, join_timeout: float = 2.0) -> None:
+        """Stop spinning, wait for running callbacks, shut the executor down."""
+        self._spinning.clear()
+        self._thread.join(join_timeout)
+        stop_executor(self.executor)
+
+
 def wait_future(future: Any, timeout: float) -> Any:
     """Block this worker thread until an rclpy future is done; its result, or None on timeout.
 
