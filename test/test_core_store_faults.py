@@ -131,6 +131,29 @@ def test_zero_byte_file_is_refused_and_untouched(tmp_path):
              "start an empty memory, or restore it from a backup.")
 
 
+def test_an_empty_file_another_process_is_creating_is_not_refused(tmp_path):
+    """Two nodes sharing one file (the demo's memory and plan gate): the second may look
+    while SQLite has created the file but not yet written its header."""
+    import threading
+
+    from glove_ros.core.store_check import check_file
+
+    path = tmp_path / "shared.db"
+    path.write_bytes(b"")
+
+    def create() -> None:
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE t (x)")
+        con.commit()
+        con.close()
+
+    writer = threading.Timer(0.2, create)
+    writer.start()
+    check_file(path)  # waits for the header instead of calling the file empty
+    writer.join()
+    assert path.stat().st_size > 0
+
+
 def test_truncated_file_is_damaged_untouched_and_recoverable(tmp_path):
     path = tmp_path / "memory.db"
     with ExperienceStore(path) as s:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,9 @@ def _header_pages(path: Path) -> tuple[int, int] | None:
     return page, pages
 
 
+_CREATING_S = 1.0  # how long an empty file may be a database another process is creating
+
+
 def check_file(
     path: str | os.PathLike[str],
     *,
@@ -170,6 +174,13 @@ def check_file(
     p = Path(path)
     size = p.stat().st_size
     frames = _wal_frames(p)
+    # another process may be creating this database right now (SQLite creates the file
+    # empty and writes its header a moment later): give it that moment before refusing
+    deadline = time.monotonic() + _CREATING_S
+    while size == 0 and not frames and time.monotonic() < deadline:
+        time.sleep(0.05)
+        size = p.stat().st_size
+        frames = _wal_frames(p)
     if size == 0 and not frames:
         raise StoreError(
             f"{p} is empty (0 bytes) and has no write-ahead log: it holds no memory (a crash "
