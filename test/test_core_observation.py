@@ -139,3 +139,17 @@ def test_from_fraction_states_the_rule_as_a_fraction():
     assert LookConfig.from_fraction(1, 1.0).min_count == 1
     with pytest.raises(ValueError, match="min_fraction"):
         LookConfig.from_fraction(3, 0.0)
+
+
+def test_fresh_frames_refuse_frames_captured_before_the_look_began():
+    """A frame queued while the robot drove (stamped before arrival) is never judged at the
+    new waypoint: it is counted stale; frames from the look on are used; of unstamped
+    frames only the first is skipped."""
+    from glove_ros.core.observation import FreshFrames
+
+    gate = FreshFrames(start=100.0)
+    assert [gate.admit(s) for s in (99.0, 99.95, 100.0, 100.1)] == [False, False, True, True]
+    assert gate.stale == 2
+    unstamped = FreshFrames(start=100.0)
+    assert [unstamped.admit(0.0) for _ in range(3)] == [False, True, True]
+    assert unstamped.stale == 0

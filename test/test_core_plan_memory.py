@@ -316,3 +316,33 @@ def test_concurrent_writers_serialise(tmp_path):
     assert len(stores[0].entries()) == 20 and len(stores[0].journal()) == 20
     for s in stores:
         s.close()
+
+
+def test_opening_waits_out_another_process_locking_the_file(tmp_path, monkeypatch):
+    """SQLite answers a WAL switch racing another process with 'database is locked' at
+    once (seen with the memory node and a second robot's planner opening one file): the
+    open retries, and a file that stays locked is still a clear error, not a hang."""
+    import glove_ros.core.plan_memory as pm
+
+    real = pm.PlanMemoryStore._open
+    calls = []
+
+    def flaky(self, synchronous):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        return real(self, synchronous)
+
+    monkeypatch.setattr(pm.PlanMemoryStore, "_open", flaky)
+    s = PlanMemoryStore(tmp_path / "shared.db")
+    assert len(calls) == 3 and s.active_version is not None
+    s.close()
+
+    monkeypatch.setattr(pm, "_OPEN_LOCKED_S", 0.3)
+    monkeypatch.setattr(pm.PlanMemoryStore, "_open", lambda self, sync: (_ for _ in ()).throw(
+        sqlite3.OperationalError("database is locked")))
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        PlanMemoryStore(tmp_path / "shared.db")
+    monkeypatch.setattr(pm.PlanMemoryStore, "_open", real)
+    with PlanMemoryStore(tmp_path / "shared.db") as again:  # nothing was lost or broken
+        assert again.active_version == 1

@@ -259,3 +259,37 @@ def test_new_files_are_private(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(Path(str(path) + "-wal").stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_opening_retries_while_another_process_switches_the_file(tmp_path, monkeypatch):
+    """'database is locked' at once from a racing WAL switch is waited out; the file this
+    open created empty is not then refused as an empty file; a file that stays locked is
+    a clear StoreError."""
+    from glove_ros.core.store_check import StoreError
+
+    real = ExperienceStore._open
+    calls = []
+
+    def flaky(self, cell_size, timeout, check):
+        calls.append(1)
+        if len(calls) == 1:
+            Path(self.path).touch()  # as far as the first try got: the file exists, empty
+            self._created = True
+            raise StoreError("locked") from sqlite3.OperationalError("database is locked")
+        return real(self, cell_size, timeout, check)
+
+    monkeypatch.setattr(ExperienceStore, "_open", flaky)
+    path = tmp_path / "shared.db"
+    with ExperienceStore(path) as s:
+        s.record_many([T(0)])
+    assert len(calls) == 2
+    monkeypatch.setattr(ExperienceStore, "_open", real)
+    with ExperienceStore(path) as s:
+        assert s.max_id() == 1
+
+    def always(self, cell_size, timeout, check):
+        raise StoreError("locked") from sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(ExperienceStore, "_open", always)
+    with pytest.raises(StoreError, match="locked"):
+        ExperienceStore(path, timeout=0.2)

@@ -44,6 +44,7 @@ from glove_ros.core.experience import Source, Transition
 __all__ = [
     "LOOK_ACTION",
     "Frame",
+    "FreshFrames",
     "Look",
     "LookAggregator",
     "LookConfig",
@@ -233,6 +234,34 @@ class Look:
             robot_id=robot_id, episode_id=episode_id, pose=pose, context=context,
             reward=float(reward), source=source, stamp=max(0.0, float(self.stamp)),
         ).validate()
+
+
+class FreshFrames:
+    """Which camera frames a look started at ``start`` (seconds, the look's clock) may use.
+
+    A frame can sit in a queue (camera driver, DDS, perception) while the robot drives and be
+    tagged with the waypoint the robot has just reached: judged there it would record what
+    the previous place looked like, a false memory. Frames stamped before the look began
+    are refused (counted in ``stale``); an unstamped frame (stamp 0) cannot be dated, so the
+    first one is skipped as possibly taken before the robot stopped.
+    """
+
+    def __init__(self, start: float) -> None:
+        self.start = float(start)
+        self.stale = 0
+        self._skipped_unstamped = False
+
+    def admit(self, stamp: float) -> bool:
+        """True when a frame with this capture stamp shows the robot standing here."""
+        if stamp > 0.0:
+            if stamp < self.start:
+                self.stale += 1
+                return False
+            return True
+        if not self._skipped_unstamped:
+            self._skipped_unstamped = True
+            return False
+        return True
 
 
 def judge_frames(

@@ -620,6 +620,8 @@ CREATE TABLE IF NOT EXISTS plan_journal (
 """
 
 
+_OPEN_LOCKED_S = 10.0  # how long opening waits out another process holding the file
+
 class PlanMemoryStore:
     """Versioned plan memory in SQLite (WAL).
 
@@ -655,6 +657,24 @@ class PlanMemoryStore:
             self.path, isolation_level=None, check_same_thread=False, timeout=30.0
         )
         self._db.row_factory = sqlite3.Row
+        deadline = time.monotonic() + _OPEN_LOCKED_S
+        while True:  # another process may be creating or switching the same file right now
+            try:
+                self._open(synchronous)
+                return
+            except sqlite3.OperationalError as exc:
+                locked = "locked" in str(exc) or "busy" in str(exc)
+                if not locked or time.monotonic() > deadline:
+                    self._db.close()
+                    raise
+                time.sleep(0.1)
+
+    def _open(self, synchronous: str) -> None:
+        """Switch to WAL and create or check the schema (idempotent, so safe to repeat).
+
+        SQLite answers a journal-mode switch or WAL recovery racing another process's with
+        SQLITE_BUSY at once, without its busy handler; the caller retries for a while.
+        """
         if self.path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")

@@ -326,7 +326,19 @@ class ExperienceStore:
         self._listeners: list[Callable[[MemoryEvent], None]] = []
         self._conn: sqlite3.Connection | None = None
         self.cell_size = DEFAULT_CELL_SIZE
-        self._open(cell_size, timeout, check)
+        self._created = False  # this open created the file (a retry must not refuse it empty)
+        deadline = time.monotonic() + max(timeout, 1.0)
+        while True:  # SQLite answers a WAL switch racing another process with BUSY at once
+            try:
+                self._open(cell_size, timeout, check)
+                break
+            except StoreError as exc:
+                cause = exc.__cause__
+                busy = isinstance(cause, sqlite3.OperationalError) and (
+                    "locked" in str(cause) or "busy" in str(cause))
+                if not busy or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     # ------------------------------------------------------------------ open / close
 
@@ -337,14 +349,16 @@ class ExperienceStore:
             p = Path(self.path)
             if p.is_dir():
                 raise StoreError(f"{p} is a directory; give the path of a database file")
-            if p.exists() or Path(self.path + "-wal").exists():
+            ours = self._created and p.exists() and p.stat().st_size == 0  # a retried open
+            if (p.exists() or Path(self.path + "-wal").exists()) and not ours:
                 existing = True
                 check_file(p, check=check, identity=self._identity)
                 if not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK):
                     raise StoreError(read_only_message(str(p), "permission denied"))
-            else:
+            elif not ours:
                 try:
                     create_private(p)
+                    self._created = True
                 except OSError as exc:
                     raise StoreError(f"cannot create experience store {p}: {exc}") from exc
         try:

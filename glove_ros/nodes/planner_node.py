@@ -66,7 +66,7 @@ from glove_ros.core.agent import (
 )
 from glove_ros.core.experience import MemoryEntry, Transition
 from glove_ros.core.health import OK, WARN, LatencyStat
-from glove_ros.core.observation import LookConfig, colors_of, judge_frames
+from glove_ros.core.observation import FreshFrames, LookConfig, colors_of, judge_frames
 from glove_ros.core.tasks import TaskRequest, understand
 from glove_ros.core.world import load_world
 from glove_ros.msg import DetectionArray, TaskOutcome
@@ -524,24 +524,25 @@ class PlannerNode(LifecycleNode):
         self._publish_waypoint(waypoint)
         with self._frames_lock:
             self._frames.clear()  # only frames taken after arrival count
+        gate = FreshFrames(conv.seconds_from_time(self.get_clock().now().to_msg()))
         end = time.monotonic() + timeout
         used = 0
-        skipped_first = False
         while used < n and time.monotonic() < end:
             with self._frames_lock:
                 if not self._frames:
                     self._frames_lock.wait(0.2)
                     continue
                 frame = self._frames.pop(0)
-            if frame.waypoint != waypoint:
-                continue
-            if not skipped_first:  # may have been taken before the robot stopped
-                skipped_first = True
+            if frame.waypoint != waypoint or not gate.admit(
+                    conv.seconds_from_time(frame.header.stamp)):
                 continue
             sets.append(colors_of(frame.detections))
             used += 1
         if used == 0:
-            self.get_logger().error(f"no camera frames at '{waypoint}' within {timeout:.0f}s")
+            self.get_logger().error(
+                f"no camera frames at '{waypoint}' within {timeout:.0f}s"
+                + (f" ({gate.stale} dropped as captured before the look began: is the camera "
+                   "stamped on this node's clock? use_sim_time must match)" if gate.stale else ""))
             return None
         return judge_frames(sets, config, waypoint).outcome
 
