@@ -596,3 +596,24 @@ def test_detour_recheck_ablation_retests_every_stale_negative(store):
     assert [p[0] for p in res.pairs] == ["a"]
     with pytest.raises(ValueError, match="recheck_volatile_first"):
         VerifierConfig(recheck_volatile_first="yes").validate()
+
+
+def test_detour_rechecks_a_named_place_remembered_both_ways(store):
+    """A route remembered once open and once failed, with no alarm (one earlier sample is
+    too little history): the planner that avoids it names it as blocking its detour, and it
+    is re-tested although no alarm marked it volatile (a slippery FrozenLake world kept such
+    a re-opened tile believed a hole for a whole phase); a wall remembered only as failed
+    is still kept, and without the planner naming it an even split is not suspect."""
+    v = verifier(store, mode="async")  # the calibrated default detector
+    learn(v, T("a", "go", "blocked"), 3)  # a wall that never moved
+    learn(v, T("m", "go", "reached"), 1)
+    assert v.observe(T("m", "go", "blocked")).alert is None  # too little history
+    learn(v, T("c", "go", "reached"), 5)
+    alerts = [v.observe(T("c", "go", "blocked")).alert for _ in range(4)]
+    assert any(a is not None for a in alerts)  # the world changed
+    assert [e.transition.state_key for e in v.stale_negative_candidates()] == ["a"] * 3
+    res = v.recheck_negatives(pairs=[("a", "go"), ("m", "go")])
+    assert [p[0] for p in res.pairs] == ["m"]
+    assert v.distribution("m", "go") is None  # suppressed until re-verified, not deleted
+    assert v.distribution("a", "go") == {"blocked": 1.0}
+    assert all(store.get(i) is not None for i in range(1, 15))

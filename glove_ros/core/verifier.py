@@ -1304,12 +1304,22 @@ class GloveVerifier:
 
     # ------------------------------------------------------------------ deadlock
 
-    def _group_negative(self, g: OutcomeGroup) -> bool:
+    def _negatives(self, g: OutcomeGroup) -> int:
+        return sum(c for o, c in g.counts.items()
+                   if self._is_negative(o, g.max_rewards.get(o, 0.0)))
+
+    def _group_negative(self, g: OutcomeGroup, named: bool = False) -> bool:
         """Mostly negative: more than half the group's trusted samples are failures (a slip
-        or a missed detection among them must not hide a stale negative memory)."""
-        neg = sum(c for o, c in g.counts.items()
-                  if self._is_negative(o, g.max_rewards.get(o, 0.0)))
-        return 2 * neg > g.size
+        or a missed detection among them must not hide a stale negative memory). ``named``:
+        the planner named the pair as blocking its route, so an even split counts too (it
+        avoids a move as likely to fail as not)."""
+        neg = self._negatives(g)
+        return 2 * neg >= g.size if named else 2 * neg > g.size
+
+    def _remembered_both_ways(self, g: OutcomeGroup) -> bool:
+        """The group's trusted memory holds a success besides its failures: the place
+        worked before it failed (or works only sometimes), so a re-test is not wasted."""
+        return 0 < self._negatives(g) < g.size
 
     def _suspect_groups(
         self, state_keys: Iterable[str] | None, stuck: bool,
@@ -1336,14 +1346,15 @@ class GloveVerifier:
                 continue
             if wanted is not None and (g.state_key, g.action) not in wanted:
                 continue
-            if g.last_id < threshold and self._group_negative(g):
+            if g.last_id < threshold and self._group_negative(g, named=wanted is not None):
                 out.append(g)
         if cfg.recheck_volatile_first and out:
             volatile = {tuple(p) for p in self._volatile()}
-            first = [g for g in out if g.pair in volatile]
-            # a detour re-tests only places that changed before; a stuck planner re-tests
-            # those first and the rest once they are re-confirmed (they then stop being
-            # suspect) or when there are none
+            first = [g for g in out if g.pair in volatile or self._remembered_both_ways(g)]
+            # a detour re-tests only places that changed before (an alarm overturned
+            # memory there, or memory holds both a success and a failure); a stuck planner
+            # re-tests those first and the rest once they are re-confirmed (they then stop
+            # being suspect) or when there are none
             if wanted is not None and not stuck:
                 return first
             return first or out
