@@ -164,7 +164,8 @@ class _Graph:
     def start(self, spec: graph.NodeSpec, params_file: str, overrides: dict[str, Any]) -> None:
         log = open(self.log_dir / f"{spec.name}.log", "wb")  # noqa: SIM115 - closed in stop
         self._files.append(log)
-        cmd = graph.process_command(spec, params_file, overrides)
+        cmd = graph.process_command(spec, params_file, overrides,
+                                    exit_on_failure=True)  # check() reports it
         self.procs[spec.name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
     def check(self) -> None:

@@ -31,6 +31,7 @@ class NodeSpec:
     name: str  # ROS node name (also the section of the params file)
     executable: str  # `ros2 run glove_ros <executable>` (scripts/<executable>)
     remaps: tuple[tuple[str, str], ...] = ()
+    lifecycle: bool = True  # declares autostart / exit_on_failure (nodes/common.py)
 
     @property
     def module(self) -> str:
@@ -58,7 +59,7 @@ PLANNER = NodeSpec("planner", "planner_node")
 OBSERVER = NodeSpec("observer", "observer_node")
 PLAN_GATE = NodeSpec("plan_gate", "plan_gate_node")
 CONSOLIDATION = NodeSpec("consolidation", "consolidation_node")
-MARKERS = NodeSpec("markers", "markers_node")  # memory on the map, for RViz / Foxglove
+MARKERS = NodeSpec("markers", "markers_node", lifecycle=False)  # memory on the map (RViz)
 # Real robot: navigate_to_waypoint over Nav2 (its navigate_to_pose action, or the
 # goal_pose topic without nav2_msgs), the map pose from AMCL's amcl_pose.
 WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "amcl_pose"),))
@@ -134,11 +135,13 @@ def node_remaps(dep: Deployment, spec: NodeSpec, namespace: str = "") -> list[tu
 
 
 def launch_nodes(dep: Deployment, namespace: str = "", use_sim_time: bool | None = None,
-                 log_level: str = "") -> list[dict[str, object]]:
+                 log_level: str = "", exit_on_failure: bool = False) -> list[dict[str, object]]:
     """Per node: the keyword arguments of a ``launch_ros`` Node, minus ``parameters``.
 
     ``use_sim_time`` None leaves it to the parameter file; ``log_level`` "" leaves the
-    default. The launch files add the parameter files and respawn settings.
+    default. ``exit_on_failure`` makes a lifecycle node whose start fails exit (for a
+    launch that respawns it) instead of staying unconfigured. The launch files add the
+    parameter files and respawn settings.
     """
     ns = normalize_namespace(namespace)
     if log_level and log_level not in LOG_LEVELS:
@@ -148,6 +151,8 @@ def launch_nodes(dep: Deployment, namespace: str = "", use_sim_time: bool | None
         overrides: dict[str, object] = {}
         if use_sim_time is not None and spec is not SIMULATOR:
             overrides["use_sim_time"] = bool(use_sim_time)
+        if exit_on_failure and spec.lifecycle:
+            overrides["exit_on_failure"] = True
         out.append({
             "executable": spec.executable, "name": spec.name, "namespace": ns,
             "remappings": node_remaps(dep, spec, ns), "overrides": overrides,
@@ -158,10 +163,13 @@ def launch_nodes(dep: Deployment, namespace: str = "", use_sim_time: bool | None
 
 def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, object] = (),
                     remaps: Sequence[tuple[str, str]] = (), namespace: str = "",
-                    deployment_name: str = "", log_level: str = "") -> list[str]:
+                    deployment_name: str = "", log_level: str = "",
+                    exit_on_failure: bool = False) -> list[str]:
     """The command line that runs ``spec`` as its own process (what launch would do).
 
     ``deployment_name`` adds the deployment's per-namespace remaps (:func:`node_remaps`).
+    ``exit_on_failure`` (for a supervisor that restarts the process) makes a lifecycle node
+    exit with code 1 when its start fails instead of staying alive unconfigured.
     """
     ns = normalize_namespace(namespace)
     if log_level and log_level not in LOG_LEVELS:
@@ -172,7 +180,10 @@ def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, ob
         cmd += ["-r", f"__ns:={ns}"]
     if log_level:
         cmd += ["--log-level", log_level]
-    for key, value in dict(overrides).items():
+    values = dict(overrides)
+    if exit_on_failure and spec.lifecycle:
+        values.setdefault("exit_on_failure", True)
+    for key, value in values.items():
         cmd += ["-p", f"{key}:={_param_text(value)}"]
     base = (node_remaps(deployment(deployment_name), spec, ns) if deployment_name
             else list(spec.remaps))

@@ -4,7 +4,9 @@ What it adds over starting the nodes by hand:
 
 * a supervisor: a node that crashes is restarted after a back-off (1 s, 2 s, 4 s, ... up to
   30 s); a node that keeps failing right after its start (``--max-restarts`` times in a row)
-  stops the graph with exit code 1, because restarting it again would not help;
+  stops the graph with exit code 1, because restarting it again would not help. The nodes
+  run with ``exit_on_failure:=true``, so a failed configure ends the process and counts as
+  a failure here (a node started on its own stays alive unconfigured instead);
 * clean shutdown: Ctrl-C (SIGINT to the launcher or to the whole terminal's process group)
   and SIGTERM stop every node (SIGTERM to each, SIGKILL after ``--stop-timeout``) with no
   traceback; exit 130 after SIGINT, 0 after SIGTERM. The nodes run in their own session,
@@ -280,7 +282,8 @@ def launch(args: argparse.Namespace) -> int:
     children = [
         _Child(spec.name, graph.process_command(spec, params, namespace=args.namespace,
                                                 deployment_name=dep.name,
-                                                log_level=args.log_level),
+                                                log_level=args.log_level,
+                                                exit_on_failure=True),
                Backoff(max_restarts=args.max_restarts))
         for spec in dep.nodes
     ]

@@ -8,7 +8,9 @@ Every deployment takes the same launch arguments:
   namespace     robot namespace: the whole graph and its relative remaps move under it
   use_sim_time  '' = as in the parameter file, else true/false for every node
   log_level     '' = default, else debug|info|warn|error|fatal
-  respawn       restart a node that exits (true/false), after respawn_delay seconds
+  respawn       restart a node that exits (true/false), after respawn_delay seconds; with
+                true a node whose configure fails exits (exit_on_failure) to be restarted,
+                with false it stays alive unconfigured for `ros2 lifecycle set`
 The nodes are built in an OpaqueFunction, where the arguments are plain strings, so the
 same code runs on Humble, Jazzy and Kilted.
 """
@@ -65,8 +67,9 @@ def _nodes(context, deployment_name: str, node_params: dict):
     extra = {node: {k: (v.perform(context) if hasattr(v, "perform") else v)
                     for k, v in values.items()} for node, values in node_params.items()}
     nodes = []
-    for spec in launch_nodes(dep, arg("namespace"), _flag(arg("use_sim_time"), "use_sim_time",
-                                                          allow_empty=True), arg("log_level")):
+    for spec in launch_nodes(dep, arg("namespace"),
+                             _flag(arg("use_sim_time"), "use_sim_time", allow_empty=True),
+                             arg("log_level"), exit_on_failure=respawn):
         params = [arg("params_file")]
         overrides = {**spec["overrides"], **extra.get(spec["name"], {})}
         if overrides:

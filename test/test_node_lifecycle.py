@@ -57,3 +57,58 @@ def test_cycle_keeps_one_publisher_per_topic(tmp_path, module, name, params, top
                 assert call(node, query, QueryMemory.Request(), timeout=20).total_matching == 0
     finally:
         assert proc.stop() == 0, proc.log()
+
+
+def _state(node, get, log) -> str:
+    from lifecycle_msgs.srv import GetState
+
+    return call_retry(node, get, GetState.Request(), timeout=30).current_state.label
+
+
+def test_failed_configure_stays_alive_and_configures_after_the_fix(tmp_path):
+    """A bad parameter leaves the node unconfigured and alive (ros2/demos lifecycle_py);
+    set_parameters fixes it and configure / activate bring it up without a restart."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    proc = NodeProcess("glove_ros.nodes.verifier_node", tmp_path, {"probe_budget": -1})
+    try:
+        wait_for(lambda: "verifier is unconfigured" in proc.log() or not proc.alive(), 60,
+                 "the failed configure", proc.log)
+        log = proc.log()
+        assert "invalid parameters: probe_budget must be >= 0" in log, log
+        assert "ros2 lifecycle set /verifier configure" in log, log
+        with ros_client("lifecycle_fix") as node:
+            get = node.create_client(GetState, "/verifier/get_state")
+            change = node.create_client(ChangeState, "/verifier/change_state")
+            setp = node.create_client(SetParameters, "/verifier/set_parameters")
+            assert _state(node, get, proc.log) == "unconfigured", proc.log()
+            assert proc.alive(), proc.log()
+            fix = Parameter(name="probe_budget", value=ParameterValue(
+                type=ParameterType.PARAMETER_INTEGER, integer_value=5))
+            r = call(node, setp, SetParameters.Request(parameters=[fix]), timeout=30)
+            assert r.results[0].successful, r.results[0].reason
+            for tid in (CONFIGURE, ACTIVATE):
+                r = call(node, change, ChangeState.Request(transition=Transition(id=tid)),
+                         timeout=30)
+                assert r.success, (tid, proc.log())
+            assert _state(node, get, proc.log) == "active", proc.log()
+            wait_for(lambda: node.count_publishers("/verifier_status") == 1, 30,
+                     "verifier_status publisher", proc.log)
+    finally:
+        assert proc.stop() == 0, proc.log()
+    assert "active: probe budget 5" in proc.log()
+
+
+def test_failed_configure_exits_when_told_to(tmp_path):
+    """exit_on_failure:=true (glove-ros launch, respawn:=true): exit 1 for the supervisor."""
+    proc = NodeProcess("glove_ros.nodes.verifier_node", tmp_path,
+                       {"probe_budget": -1, "exit_on_failure": True})
+    try:
+        wait_for(lambda: not proc.alive(), 60, "the node to exit", proc.log)
+    finally:
+        code = proc.stop()
+    assert code == 1, proc.log()
+    assert "exiting with code 1 (exit_on_failure is true)" in proc.log()

@@ -120,7 +120,7 @@ def test_second_writer_on_the_same_database_refuses(tmp_path):
             record = node.create_client(RecordTransition, "record_transition")
             t = Transition(state_key="hall", action="look", outcome="colors=red")
             assert call(node, record, RecordTransition.Request(transition=t)).accepted
-            second = _start(tmp_path, name="memory_second")
+            second = _start(tmp_path, name="memory_second", exit_on_failure=True)
             wait_for(lambda: not second.alive(), 30, "second writer exits", second.log)
             assert second.stop() == 1
             assert "refusing to be a second writer" in second.log()

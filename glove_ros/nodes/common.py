@@ -71,18 +71,45 @@ def validating_callback(
     return callback
 
 
+AUTOSTART_PARAMS = (
+    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    Param("exit_on_failure", False,
+          "with autostart: exit with code 1 when configure or activate fails, for a "
+          "supervisor that restarts the process (glove-ros launch, respawn:=true); false: "
+          "stay alive unconfigured / inactive so the parameters can be fixed and the node "
+          "configured again", read_only=True),
+)
+"""The start-up parameters every lifecycle node declares first."""
+
+
 def autostart(node: Any) -> bool:
     """Configure and activate a lifecycle node (what a lifecycle manager would do).
 
-    Returns True when the node reached the active state.
+    Returns True when the node reached the active state. On failure it logs what state
+    the node is left in and how to bring it up by hand; the transition's own callback has
+    logged the reason.
     """
+    name = node.get_fully_qualified_name()
     if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-        node.get_logger().error("configure failed; node stays unconfigured")
+        node.get_logger().error(
+            f"configure failed (reason above); {name} is {lifecycle_state(node)}: fix the cause "
+            f"(a parameter: ros2 param set {name} NAME VALUE), then configure and activate it "
+            f"(ros2 lifecycle set {name} configure; ... activate)")
         return False
     if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
-        node.get_logger().error("activate failed; node stays inactive")
+        node.get_logger().error(
+            f"activate failed (reason above); {name} is {lifecycle_state(node)}: "
+            f"activate it again (ros2 lifecycle set {name} activate)")
         return False
     return True
+
+
+def lifecycle_state(node: Any) -> str:
+    """Label of a lifecycle node's current state (``unconfigured``, ``active``, ...)."""
+    machine = getattr(node, "_state_machine", None)  # rclpy keeps it private
+    if machine is None:
+        return "unknown"
+    return str(machine.current_state[1])
 
 
 def run(
@@ -96,13 +123,19 @@ def run(
     Lifecycle nodes are configured and activated at start when their ``autostart``
     parameter is true (the default), so a plain process start gives a working node;
     with ``autostart:=false`` an external lifecycle manager drives the transitions.
+    When configure or activate fails, the node stays alive in the state it was left in
+    (unconfigured / inactive, as ros2/demos lifecycle_py does), so its parameters can be
+    fixed with ``ros2 param set`` and the transition triggered again; with
+    ``exit_on_failure:=true`` (what ``glove-ros launch`` and ``respawn:=true`` launches
+    pass, they restart the process with back-off) it exits with code 1 instead. A node
+    left ``finalized`` (a transition raised) can never be configured again and exits 1.
 
     SIGINT and SIGTERM only set a flag (no KeyboardInterrupt anywhere, also not while the
     node is being built or loads a model); the spin loop sees it within a quarter second.
     Teardown runs in the order that lets callbacks finish while their publishers still
     work: executor, node, then rclpy. So a stop prints no traceback and no "exception was
     never retrieved" from a callback that outlived its context. Returns 0 after a signal,
-    1 when the node could not be brought up.
+    1 when the node could not be brought up and was told to exit (or cannot recover).
     """
     stop = threading.Event()
     previous = _on_stop_signals(stop)
@@ -125,7 +158,12 @@ def run(
             and hasattr(node, "trigger_configure")
             and node.get_parameter("autostart").value
             and not autostart(node)
+            and (node.get_parameter("exit_on_failure").value
+                 or lifecycle_state(node) == "finalized")
         ):
+            why = ("exit_on_failure is true" if node.get_parameter("exit_on_failure").value
+                   else "finalized, it cannot be configured again")
+            node.get_logger().error(f"exiting with code 1 ({why})")
             code = 1
         else:
             while not stop.is_set() and rclpy.ok():
@@ -242,6 +280,7 @@ class Progress:
 
 
 __all__ = [
+    "AUTOSTART_PARAMS",
     "LifecycleState",
     "latched_qos",
     "Param",
@@ -250,6 +289,7 @@ __all__ = [
     "autostart",
     "declare_params",
     "destroy_handles",
+    "lifecycle_state",
     "wait_future",
     "param_values",
     "run",

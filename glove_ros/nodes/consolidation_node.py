@@ -59,6 +59,7 @@ from glove_ros.core.llm import LlamaBackend, LlmConfig, LlmLoadError
 from glove_ros.core.plan_memory import PlanMemoryStore
 from glove_ros.msg import TaskOutcome
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     destroy_handles,
@@ -74,7 +75,7 @@ _CORE_KEYS = (
 )
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("db_path", "glove_memory.db", "SQLite file of plan memory (may be the experience "
           "memory's file: tables are prefixed plan_)", read_only=True),
     Param("robot_id", "", "write only task outcomes of this robot ('' = every robot)"),

@@ -68,6 +68,7 @@ from glove_ros.msg import DissonanceAlert, ProbeRequest
 from glove_ros.msg import MemoryEvent as MemoryEventMsg
 from glove_ros.msg import Transition as TransitionMsg
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     destroy_handles,
@@ -78,7 +79,7 @@ from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("db_path", "glove_memory.db", "SQLite file of experience memory (created if absent)",
           read_only=True),
     Param("max_results", 100, "default cap on entries returned by query_memory"),

@@ -34,6 +34,7 @@ from glove_ros.core.observation import Frame, Look, LookAggregator, LookConfig
 from glove_ros.msg import DetectionArray
 from glove_ros.msg import Transition as TransitionMsg
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     latched_qos,
@@ -43,7 +44,7 @@ from glove_ros.nodes.common import (
 )
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("robot_id", "", "robot_id of the published transitions, e.g. 'jetrover_1'"),
     Param("episode_id", "", "episode_id of the published transitions (live: set per task)"),
     Param("context", "", "task context of the published transitions (informational)"),

@@ -40,6 +40,7 @@ from glove_ros.core.health import OK, WARN, RateMeter
 from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig, make_detector
 from glove_ros.msg import Detection, DetectionArray
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     latched_qos,
@@ -50,7 +51,7 @@ from glove_ros.nodes.common import (
 from glove_ros.nodes.diagnostics import NodeDiagnostics
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("backend", "color", "'color' (OpenCV HSV) or 'yolo' (ultralytics)", read_only=True),
     Param("color_config_file", "", "YAML with HSV thresholds; empty = built-in defaults",
           read_only=True),

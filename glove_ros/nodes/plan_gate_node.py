@@ -69,6 +69,7 @@ from glove_ros.core.world import load_world
 from glove_ros.msg import GateDecision as GateDecisionMsg
 from glove_ros.msg import TaskOutcome
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     destroy_handles,
@@ -78,7 +79,7 @@ from glove_ros.nodes.common import (
 )
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("db_path", "glove_memory.db", "SQLite file of plan memory (tables plan_*; may be the "
           "experience-memory file)", read_only=True),
     Param("experience_db_path", "", "SQLite file of verified experience memory the gate scores "

@@ -71,6 +71,7 @@ from glove_ros.core.tasks import TaskRequest, understand
 from glove_ros.core.world import load_world
 from glove_ros.msg import DetectionArray, TaskOutcome
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     latched_qos,
@@ -84,7 +85,7 @@ from glove_ros.paths import resolve_world
 from glove_ros.srv import QueryMemory, RecordTransition
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("robot_id", "jetrover", "robot id stamped on every transition"),
     Param("world", "jetrover_maze", "map the robot knows (waypoints and corridors only)",
           read_only=True),

@@ -45,6 +45,7 @@ from glove_ros.action import NavigateToWaypoint
 from glove_ros.core.sim import Pose2D, Simulator
 from glove_ros.core.world import load_world
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     destroy_handles,
@@ -55,7 +56,7 @@ from glove_ros.nodes.common import (
 from glove_ros.paths import resolve_world
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("world", "jetrover_maze", "world file: a path, or the name of a bundled world",
           read_only=True),
     Param("seed", -1, "noise seed; -1 uses the world's seed", read_only=True),

@@ -34,6 +34,7 @@ from glove_ros.action import Probe
 from glove_ros.core.health import OK, WARN
 from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition, VerifierStatus
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     latched_qos,
@@ -46,7 +47,7 @@ from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.srv import RecordTransition
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("robot_id", "robot", "robot id stamped on probed transitions"),
     Param("never_probe", [""], "actions never probed (irreversible or unsafe)"),
     Param("probe_budget", 30, "total probe steps this node may spend; 0 disables probing"),

@@ -72,6 +72,7 @@ from glove_ros.core.waypoint_nav import (
 )
 from glove_ros.core.world import World, load_world
 from glove_ros.nodes.common import (
+    AUTOSTART_PARAMS,
     Param,
     declare_params,
     destroy_handles,
@@ -83,7 +84,7 @@ from glove_ros.nodes.common import (
 from glove_ros.paths import resolve_world
 
 PARAMS = (
-    Param("autostart", True, "configure and activate at start (no lifecycle manager)"),
+    *AUTOSTART_PARAMS,
     Param("world", "jetrover_maze", "world file (a path or a bundled world's name); only its "
           "waypoints are used", read_only=True),
     Param("map_frame", "map", "frame of the goal poses and of the robot pose"),
