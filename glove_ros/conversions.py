@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose
@@ -22,9 +22,13 @@ from glove_ros.core.experience import (
     Status,
     Transition,
 )
+from glove_ros.msg import ConsolidationReport as ConsolidationReportMsg
 from glove_ros.msg import MemoryEntry as MemoryEntryMsg
 from glove_ros.msg import MemoryEvent as MemoryEventMsg
 from glove_ros.msg import Transition as TransitionMsg
+
+if TYPE_CHECKING:  # the consolidation core pulls in numpy; nodes without it need not
+    from glove_ros.core.consolidation import ConsolidationReport
 
 
 # time ------------------------------------------------------------------------------------
@@ -162,3 +166,89 @@ def explanation_fields(expl: Explanation) -> dict[str, Any]:
 def ids(values: Sequence[int]) -> list[int]:
     """Entry ids as plain ints for uint64[] fields."""
     return [int(v) for v in values]
+
+
+# consolidation ---------------------------------------------------------------------------
+_U32 = 2**32 - 1
+_REPORT_SCALARS = (  # fields copied as they are (ints clamped to uint32)
+    "entries_before", "entries_after", "tokens_before", "tokens_after", "candidate_entries",
+    "candidate_tokens", "region_entries", "region_tokens", "region_episodes",
+    "region_left_out", "synthesized", "fan_in_max", "steps", "llm_tokens", "prompt_tokens",
+    "entries_read", "traces_read", "base_version",
+)
+
+
+def _u32(x: float) -> int:
+    return max(0, min(int(x), _U32))
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+def consolidation_report_to_msg(report: ConsolidationReport,
+                                max_tools: int = 8) -> ConsolidationReportMsg:
+    """Core ConsolidationReport -> glove_ros/ConsolidationReport (the last ``max_tools``
+    tool calls; the calls' argument text is left out to keep the message small)."""
+    msg = ConsolidationReportMsg(
+        status=report.status, committed=report.committed, message=report.message,
+        reason=report.reason, policy=report.policy,
+        consolidation_id=report.consolidation_id,
+        version=-1 if report.version is None else int(report.version),
+        compression=float(report.compression), fan_in_mean=float(report.fan_in_mean),
+        wall_seconds=float(report.elapsed_s),
+        **{k: _u32(getattr(report, k)) for k in _REPORT_SCALARS},
+    )
+    ev = report.evaluation
+    if ev is not None:
+        msg.evaluated, msg.accepted = True, bool(ev.accepted)
+        msg.eval_tasks, msg.eval_judged = _u32(ev.tasks), _u32(ev.judged)
+        msg.utility_old, msg.utility_new = float(ev.utility_old), float(ev.utility_new)
+        msg.counterfactual, msg.masked_mean = float(ev.counterfactual), float(ev.masked_mean)
+        msg.load_bearing, msg.harmful = list(ev.load_bearing), list(ev.harmful)
+        msg.eval_reasons = list(ev.reasons)
+        msg.heldout_tasks, msg.heldout_judged = _u32(ev.heldout_tasks), _u32(ev.heldout_judged)
+        msg.heldout_old, msg.heldout_new = _nan(ev.heldout_old), _nan(ev.heldout_new)
+    else:
+        msg.utility_old = msg.utility_new = msg.counterfactual = msg.masked_mean = math.nan
+        msg.heldout_old = msg.heldout_new = math.nan
+    tools = list(report.tools)[-max_tools:] if max_tools > 0 else []
+    msg.tool_steps = [_u32(t.step) for t in tools]
+    msg.tool_names = [str(t.tool) for t in tools]
+    msg.tool_ok = [bool(t.ok) for t in tools]
+    msg.tool_errors = [str(t.error or "") for t in tools]
+    msg.tool_tokens = [_u32(t.tokens) for t in tools]
+    return msg
+
+
+def consolidation_report_dict(msg: ConsolidationReportMsg) -> dict[str, Any]:
+    """glove_ros/ConsolidationReport -> a JSON-able dict (for printing and demo summaries).
+
+    Keys as in the core report's ``as_dict()`` (``elapsed_s``, ``evaluation`` or None,
+    ``tools`` as a list of dicts), NaN utilities as None. ValueError when the tool arrays
+    differ in length."""
+    def num(x: float) -> float | None:
+        return None if math.isnan(x) else float(x)
+
+    d: dict[str, Any] = {
+        "status": msg.status, "committed": bool(msg.committed), "message": msg.message,
+        "reason": msg.reason, "policy": msg.policy, "consolidation_id": msg.consolidation_id,
+        "version": None if msg.version < 0 else int(msg.version),
+        "compression": float(msg.compression), "fan_in_mean": float(msg.fan_in_mean),
+        "elapsed_s": float(msg.wall_seconds),
+        **{k: int(getattr(msg, k)) for k in _REPORT_SCALARS},
+    }
+    d["evaluation"] = None if not msg.evaluated else {
+        "tasks": int(msg.eval_tasks), "judged": int(msg.eval_judged),
+        "utility_old": num(msg.utility_old), "utility_new": num(msg.utility_new),
+        "counterfactual": num(msg.counterfactual), "masked_mean": num(msg.masked_mean),
+        "load_bearing": list(msg.load_bearing), "harmful": list(msg.harmful),
+        "accepted": bool(msg.accepted), "reasons": list(msg.eval_reasons),
+        "heldout_tasks": int(msg.heldout_tasks), "heldout_judged": int(msg.heldout_judged),
+        "heldout_old": num(msg.heldout_old), "heldout_new": num(msg.heldout_new),
+    }
+    d["tools"] = [{"step": int(s), "tool": n, "ok": bool(o), "error": e or None,
+                   "tokens": int(t)}
+                  for s, n, o, e, t in zip(msg.tool_steps, msg.tool_names, msg.tool_ok,
+                                           msg.tool_errors, msg.tool_tokens, strict=True)]
+    return d

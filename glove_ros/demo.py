@@ -280,8 +280,10 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     from sensor_msgs.msg import BatteryState
     from std_msgs.msg import String, UInt32
 
+    from glove_ros import conversions as conv
     from glove_ros.action import RunTask
     from glove_ros.msg import (
+        ConsolidationReport,
         DetectionArray,
         DissonanceAlert,
         GateDecision,
@@ -347,8 +349,8 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
         with lock:
             counters["gate"][["accepted_direct", "accepted_compared", "rejected"][m.verdict]] += 1
 
-    def on_consolidation(m: String) -> None:
-        report = json.loads(m.data)
+    def on_consolidation(m: ConsolidationReport) -> None:
+        report = conv.consolidation_report_dict(m)  # JSON-able, for demo.json
         with lock:
             counters["consolidations"].append(report)
         _say(f"    ~ dock-time consolidation: {report.get('status', report.get('message', ''))}"
@@ -365,7 +367,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     node.create_subscription(String, "world_events", on_world, 50)
     node.create_subscription(VerifierStatus, "verifier_status", on_status, latched_qos())
     node.create_subscription(GateDecision, "gate_decisions", on_gate, 50)
-    node.create_subscription(String, "consolidation_report", on_consolidation, 10)
+    node.create_subscription(ConsolidationReport, "consolidation_report", on_consolidation, 10)
     battery = {"level": 1.0}
 
     def on_battery(m: BatteryState) -> None:

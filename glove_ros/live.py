@@ -16,7 +16,6 @@ same against a real robot (``--namespace`` when its nodes run in one).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
@@ -119,14 +118,14 @@ def format_outcome(m: Any) -> str:
     return f"task '{m.task}' [{m.episode_id}]: {how} in {m.steps} steps"
 
 
-def format_consolidation(data: str) -> str:
-    """One line for a consolidation report (JSON text)."""
-    try:
-        r = json.loads(data)
-    except ValueError:
-        return f"consolidation: {data}"
-    return (f"CONSOLIDATION {r.get('status', r.get('message', ''))}: plan memory "
-            f"{r.get('entries_before', '?')} -> {r.get('entries_after', '?')} entries")
+def format_consolidation(report: Any) -> str:
+    """One line for a consolidation report (glove_ros/ConsolidationReport)."""
+    line = (f"CONSOLIDATION {report.status} ({report.reason}, {report.policy}): plan memory "
+            f"{report.entries_before} -> {report.entries_after} entries, "
+            f"{report.tokens_before} -> {report.tokens_after} tokens")
+    if report.consolidation_id:
+        line += f" [{report.consolidation_id}]"
+    return f"{line}: {report.message}" if report.message else line
 
 
 class ProbeCounter:
@@ -301,6 +300,7 @@ def watch_main(args: argparse.Namespace) -> int:
     from std_msgs.msg import String
 
     from glove_ros.msg import (
+        ConsolidationReport,
         DissonanceAlert,
         GateDecision,
         MemoryEvent,
@@ -336,7 +336,8 @@ def watch_main(args: argparse.Namespace) -> int:
         (ProbeRequest, "probe_requests", lambda m: emit(format_probe_request(m))),
         (VerifierStatus, "verifier_status", lambda m: emit(probes.line(m))),
         (GateDecision, "gate_decisions", lambda m: emit(format_gate(m))),
-        (String, "consolidation_report", lambda m: emit(format_consolidation(m.data))),
+        (ConsolidationReport, "consolidation_report",
+         lambda m: emit(format_consolidation(m))),
         (TaskOutcome, "task_outcomes", lambda m: emit(format_outcome(m))),
         (String, "world_events", lambda m: emit(f"WORLD {m.data}")),
     ]

@@ -34,4 +34,9 @@ def test_alert_event_and_gate_lines_are_readable():
                                         "samples: re-verified")
     gate = NS(update_index=7, verdict=2, score_old=0.9, score_new=0.5, active_version="v3")
     assert "REJECTED (score old 0.90, new 0.50)" in live.format_gate(gate)
-    assert live.format_consolidation("not json") == "consolidation: not json"
+    report = NS(status="rejected", reason="docked", policy="rule", entries_before=8,
+                entries_after=8, tokens_before=120, tokens_after=120, consolidation_id="c3",
+                message="rejected by acceptance; memory unchanged")
+    assert live.format_consolidation(report) == (
+        "CONSOLIDATION rejected (docked, rule): plan memory 8 -> 8 entries, 120 -> 120 "
+        "tokens [c3]: rejected by acceptance; memory unchanged")

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -64,8 +63,10 @@ class Collector:
             return len(self.items)
 
     def reports(self):
+        from glove_ros import conversions as conv
+
         with self._lock:
-            return [json.loads(m.data) for m in self.items]
+            return [conv.consolidation_report_dict(m) for m in self.items]
 
 
 class Repeater:
@@ -93,9 +94,10 @@ class Repeater:
 
 
 def test_docking_starts_a_run_and_undocking_cancels_it_cleanly(tmp_path):
-    from std_msgs.msg import Bool, String
+    from std_msgs.msg import Bool
 
     from glove_ros.action import Consolidate
+    from glove_ros.msg import ConsolidationReport
 
     db = tmp_path / "plan.db"
     _fill(str(db), 8)
@@ -106,7 +108,7 @@ def test_docking_starts_a_run_and_undocking_cancels_it_cleanly(tmp_path):
         with ros_client() as node:
             feedback = Collector(node, Consolidate.Impl.FeedbackMessage,
                                  "consolidate/_action/feedback")
-            reports = Collector(node, String, "consolidation_report")
+            reports = Collector(node, ConsolidationReport, "consolidation_report")
             docked = node.create_publisher(Bool, "docked", 10)
             wait_for(lambda: node.count_subscribers("docked") > 0, 20, "node subscribed",
                      node_proc.log)
@@ -253,3 +255,42 @@ def test_llm_is_loaded_only_for_a_run_and_released_after():
         node.destroy_node()
     finally:
         rclpy.shutdown()
+
+
+def test_report_message_carries_the_core_report():
+    """consolidation_report is typed: every field of the core report survives the message
+    (NaN for utilities not computed), the tool list is cut to the last 8 calls."""
+    import math
+
+    from glove_ros import conversions as conv
+    from glove_ros.core.consolidation import ConsolidationReport, Evaluation, ToolRecord
+
+    tools = tuple(ToolRecord(step=i, tool="read_region" if i % 2 else "write_entry",
+                             call="{}", ok=i != 3, error="bad" if i == 3 else None, tokens=i)
+                  for i in range(1, 11))
+    ev = Evaluation(tasks=6, judged=5, utility_old=0.5, utility_new=0.75, counterfactual=0.25,
+                    masked_mean=0.5, load_bearing=("s1",), harmful=(), tokens_before=300,
+                    tokens_after=120, accepted=True, reasons=(), heldout_tasks=2,
+                    heldout_judged=2, heldout_old=0.5, heldout_new=None)
+    report = ConsolidationReport(
+        status="committed", message="committed c7", reason="docked", policy="rule",
+        consolidation_id="c7", base_version=3, version=4, entries_before=9, entries_after=4,
+        tokens_before=300, tokens_after=120, candidate_entries=4, candidate_tokens=120,
+        region_entries=7, synthesized=2, fan_in_mean=2.5, fan_in_max=3, steps=10,
+        llm_tokens=2**40, elapsed_s=1.5, evaluation=ev, tools=tools)
+    msg = conv.consolidation_report_to_msg(report)
+    assert msg.status == msg.STATUS_COMMITTED and msg.committed and msg.version == 4
+    assert msg.llm_tokens == 2**32 - 1  # clamped to the field, not wrapped
+    assert list(msg.tool_steps) == list(range(3, 11)) and msg.tool_errors[0] == "bad"
+    assert math.isnan(msg.heldout_new)
+    d = conv.consolidation_report_dict(msg)
+    want = report.as_dict()
+    want["llm_tokens"] = 2**32 - 1
+    want["tools"] = [{k: v for k, v in t.items() if k != "call"} for t in want["tools"][-8:]]
+    for key in ("tokens_before", "tokens_after"):
+        want["evaluation"].pop(key)  # the message's top-level sizes carry them
+    assert d == want
+    none = conv.consolidation_report_to_msg(ConsolidationReport("skipped", "nothing to do",
+                                                                "request", "rule"))
+    assert not none.evaluated and none.version == -1 and len(none.tool_names) == 0
+    assert conv.consolidation_report_dict(none)["evaluation"] is None

@@ -17,7 +17,7 @@ Interfaces (relative names; remap in launch):
   act  consolidate            glove_ros/Consolidate  run now (feedback: step, tokens, entries
                               read / written, last tool; cancellable)
   srv  undo_consolidation     std_srvs/Trigger       roll back the latest committed run
-  pub  consolidation_report   std_msgs/String        JSON report of every finished run
+  pub  consolidation_report   glove_ros/ConsolidationReport  report of every finished run
 
 Lifecycle: configure validates the parameters and opens the database (the LLM file is
 checked); activate opens the interfaces; the LLM (``consolidator: llm``) is loaded when a
@@ -29,7 +29,6 @@ cleanup closes the database.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Sequence
@@ -40,7 +39,7 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import BatteryState
-from std_msgs.msg import Bool, String
+from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
@@ -57,6 +56,7 @@ from glove_ros.core.consolidation import (
 )
 from glove_ros.core.llm import LlamaBackend, LlmConfig, LlmLoadError
 from glove_ros.core.plan_memory import PlanMemoryStore
+from glove_ros.msg import ConsolidationReport as ConsolidationReportMsg
 from glove_ros.msg import TaskOutcome
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
@@ -218,7 +218,8 @@ class ConsolidationNode(LifecycleNode):
             self.get_logger().info(f"LLM loaded (kept between runs): {self._llm.model_path}")
         subs = MutuallyExclusiveCallbackGroup()
         reentrant = ReentrantCallbackGroup()
-        self._report_pub = self.create_publisher(String, "consolidation_report", 10)
+        self._report_pub = self.create_publisher(ConsolidationReportMsg, "consolidation_report",
+                                                 10)
         self._handles = [
             self.create_subscription(TaskOutcome, "task_outcomes", self._on_outcome, 50,
                                      callback_group=subs),
@@ -465,10 +466,10 @@ class ConsolidationNode(LifecycleNode):
         self._cancel.clear()
 
     def _publish(self, report: ConsolidationReport) -> None:
-        d = report.as_dict()
-        d["tools"] = d["tools"][-8:]  # keep the message small
         if self._report_pub is not None:
-            self._report_pub.publish(String(data=json.dumps(d, default=str)))
+            msg = conv.consolidation_report_to_msg(report)  # the last 8 tool calls
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._report_pub.publish(msg)
         log = self.get_logger().info if report.status != "aborted" else self._warn
         log(f"consolidation {report.status} ({report.reason}, {report.policy}): "
             f"{report.message} [{report.steps} steps, {report.llm_tokens} LLM tokens, "
