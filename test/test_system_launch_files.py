@@ -1,0 +1,253 @@
+"""The launch files themselves: loaded, evaluated, and sim.launch.py run.
+
+The ROS 2 ``launch`` / ``launch_ros`` packages have no wheel on PyPI, so here the launch
+files run against a stand-in of their API (test/launch_standin.py: same constructor
+keywords, arguments and OpaqueFunctions evaluated as LaunchService does, a Node turned into
+launch_ros's command line). What must hold:
+
+* sim.launch.py, executed with a namespace: every node it describes starts from the
+  installed executable, each lifecycle node reaches ``active``, the markers appear, and
+  SIGINT (what launch sends on shutdown) stops every process with exit 0, none left;
+* jetrover, gazebo and bag_replay: the actions (executables, parameter files, overrides,
+  remaps, namespace, respawn, the gz bridge) are what the deployment in graph.py says.
+
+Where the real packages are installed (a ROS 2 workspace), the last test runs
+sim.launch.py under the real ``launch.LaunchService`` as well.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+import launch_standin as standin  # noqa: E402
+from rosproc import call_retry, ros_client, wait_for  # noqa: E402
+
+from glove_ros import graph  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH = ROOT / "launch"
+NS = "launch_test"
+
+
+def _evaluate(name: str, monkeypatch, **arguments: str) -> list:
+    standin.install(monkeypatch)
+    description = standin.load_launch_file(LAUNCH / f"{name}.launch.py", monkeypatch)
+    context = standin.LaunchContext(arguments)
+    actions = context.visit(description)
+    return [context, *actions]
+
+
+def _nodes(actions: list) -> dict[str, standin.Node]:
+    return {a.name: a for a in actions if isinstance(a, standin.Node) and a.package == "glove_ros"}
+
+
+def _installed_config(name: str) -> str:
+    from ament_index_python.packages import get_package_share_directory
+
+    return os.path.join(get_package_share_directory("glove_ros"), "config", name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _label(client, get) -> str:
+    """The lifecycle state of a node, "" while its get_state service does not answer."""
+    from lifecycle_msgs.srv import GetState
+
+    try:
+        return call_retry(client, get, GetState.Request(), timeout=5).current_state.label
+    except AssertionError:
+        return ""
+
+
+def _descendants(pids: set[int]) -> set[int]:
+    """Live processes whose parent chain reaches ``pids`` (from /proc)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parent[int(stat.parent.name)] = int(fields[1])
+    out: set[int] = set()
+    for pid in parent:
+        p = pid
+        while p in parent and p not in pids and p > 1:
+            p = parent[p]
+        if p in pids:
+            out.add(pid)
+    return out
+
+
+@pytest.mark.parametrize("deployment", sorted(graph.DEPLOYMENTS))
+def test_launch_file_describes_the_deployment(deployment, monkeypatch):
+    extra = {"sdf": "/tmp/world.sdf"} if deployment == "gazebo" else {}
+    context, *actions = _evaluate(deployment, monkeypatch, namespace="robot1",
+                                  respawn="true", log_level="warn", use_sim_time="false",
+                                  **extra)
+    dep = graph.deployment(deployment)
+    nodes = _nodes(actions)
+    assert list(nodes) == [spec.name for spec in dep.nodes]
+    for spec in dep.nodes:
+        node = nodes[spec.name]
+        assert node.executable == spec.executable and node.namespace == "/robot1"
+        assert (ROOT / "scripts" / node.executable).is_file()
+        assert node.parameters[0] == _installed_config(dep.config)
+        assert Path(node.parameters[0]).is_file()
+        overrides = node.parameters[1]
+        if spec is not graph.SIMULATOR:
+            assert overrides["use_sim_time"] is False
+        # respawn:=true: a failed configure exits so that launch restarts the node
+        assert overrides.get("exit_on_failure", False) is spec.lifecycle
+        assert node.respawn is True and node.respawn_delay == 2.0
+        assert node.arguments == ["--ros-args", "--log-level", "warn"]
+        assert node.remappings == graph.node_remaps(dep, spec, "/robot1")
+        assert all(not new.startswith("/") for _, new in node.remappings)
+
+
+def test_defaults_stay_alive_on_a_failed_configure_and_take_the_installed_config(monkeypatch):
+    _, *actions = _evaluate("jetrover", monkeypatch)
+    nodes = _nodes(actions)
+    for node in nodes.values():
+        assert node.namespace == "" and node.respawn is False and node.arguments == []
+        assert node.parameters == [_installed_config("jetrover.yaml")]
+    assert ("camera/image_raw", graph.JETROVER_CAMERA) in nodes["perception"].remappings
+    assert ("battery", graph.JETROVER_BATTERY) in nodes["consolidation"].remappings
+    assert ("pose", "amcl_pose") in nodes["waypoint_nav"].remappings
+
+
+def test_gazebo_launch_starts_gz_and_bridges_the_robot_topics(monkeypatch):
+    with pytest.raises(ValueError, match="'sdf' was not provided"):
+        _evaluate("gazebo", monkeypatch)
+    _, *actions = _evaluate("gazebo", monkeypatch, sdf="/tmp/world.sdf")
+    gz = [a for a in actions if isinstance(a, standin.ExecuteProcess)]
+    assert len(gz) == 1
+    assert [str(c) if isinstance(c, str) else c.variable_name for c in gz[0].cmd] == \
+        ["gz", "sim", "-r", "sdf"]
+    bridge = [a for a in actions if isinstance(a, standin.Node) and a.package == "ros_gz_bridge"]
+    assert len(bridge) == 1 and bridge[0].executable == "parameter_bridge"
+    topics = {arg.split("@")[0] for arg in bridge[0].arguments}
+    assert topics == {"/camera/image_raw", "/odom", "/cmd_vel", "/clock"}
+
+
+def test_sim_launch_file_runs_and_stops_cleanly(tmp_path, monkeypatch):
+    context, *actions = _evaluate("sim", monkeypatch, namespace=NS, world="small",
+                                  log_level="info")
+    nodes = _nodes(actions)
+    assert set(nodes) == {spec.name for spec in graph.deployment("sim").nodes}
+    worlds = {name: node.parameters[1]["world"] for name, node in nodes.items()
+              if len(node.parameters) > 1}
+    assert worlds == dict.fromkeys(("simulator", "planner", "plan_gate", "markers"), "small")
+    (tmp_path / "build" / "demo").mkdir(parents=True)  # sim.yaml's relative db_path
+    procs: dict[str, subprocess.Popen] = {}
+    logs = []
+    seen: set[int] = set()
+
+    def log_text() -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}"
+                         for p in sorted(tmp_path.glob("*.log")))
+
+    try:
+        for name, node in nodes.items():
+            log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed below
+            logs.append(log)
+            procs[name] = subprocess.Popen(node.command(context, tmp_path), cwd=tmp_path,
+                                           stdout=log, stderr=subprocess.STDOUT)
+        lifecycle = [s.name for s in graph.deployment("sim").nodes if s.lifecycle]
+        with ros_client("launch_file_test") as client:
+            from lifecycle_msgs.srv import GetState
+
+            for name in lifecycle:
+                get = client.create_client(GetState, f"/{NS}/{name}/get_state")
+                wait_for(lambda get=get: _running(procs, log_text)
+                         and _label(client, get) == "active", 240, f"/{NS}/{name} active",
+                         log_text)
+            wait_for(lambda: client.count_publishers(f"/{NS}/memory_markers") == 1
+                     and client.count_publishers(f"/{NS}/clock") == 1, 60,
+                     "markers and the namespaced clock", log_text)
+            assert client.count_publishers("/clock") == 0
+        assert _running(procs, log_text)
+    finally:
+        seen = {p.pid for p in procs.values()}
+        seen |= _descendants(seen)
+        for p in procs.values():  # what launch does on shutdown: SIGINT to every process
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        codes = {}
+        deadline = time.monotonic() + 30
+        for name, p in procs.items():
+            try:
+                codes[name] = p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                codes[name] = p.wait(10)
+        for log in logs:
+            log.close()
+    assert codes == dict.fromkeys(procs, 0), (codes, log_text())
+    assert not [pid for pid in seen if _alive(pid)], "processes left behind"
+    assert "Traceback" not in log_text()
+
+
+def _running(procs: dict[str, subprocess.Popen], logs) -> bool:
+    """True while every process runs; fails at once (with the logs) when one exited."""
+    dead = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
+    assert not dead, f"node processes exited: {dead}\n{logs()}"
+    return True
+
+
+def test_sim_launch_file_under_the_real_launch_service(tmp_path):
+    """Only where ROS 2's launch and launch_ros are installed (a ROS 2 workspace)."""
+    pytest.importorskip("launch_ros")
+    pytest.importorskip("launch.launch_service")
+    (tmp_path / "build" / "demo").mkdir(parents=True)
+    script = tmp_path / "run_launch.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from launch import LaunchDescription, LaunchService
+        from launch.actions import IncludeLaunchDescription
+        from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+        ls = LaunchService()
+        ls.include_launch_description(LaunchDescription([IncludeLaunchDescription(
+            PythonLaunchDescriptionSource({str(LAUNCH / 'sim.launch.py')!r}),
+            launch_arguments={{'namespace': {NS!r}, 'world': 'small'}}.items())]))
+        sys.exit(ls.run())
+    """))
+    log_path = tmp_path / "launch.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-u", str(script)], cwd=tmp_path,
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            with ros_client("real_launch_test") as client:
+                from lifecycle_msgs.srv import GetState
+
+                get = client.create_client(GetState, f"/{NS}/planner/get_state")
+                wait_for(lambda: proc.poll() is None and _label(client, get) == "active",
+                         240, "planner active", log_path.read_text)
+            children = _descendants({proc.pid})
+            assert children
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                code = proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait(10)
+    assert code == 0, log_path.read_text()
+    assert not [p for p in children if _alive(p)], "orphan processes"
