@@ -201,8 +201,9 @@ class VerifierConfig:
     undirected link (``navigate_to`` a neighbour): (s, a, t) and (t, a, s) share evidence.
     ``stale_negative_recheck``: the deadlock rule (a project extension; off = ablation).
     ``recheck_volatile_first``: re-test first the remembered failures at places where an
-    alarm already overturned memory (a door that closed once is likelier to re-open than a
-    wall that never changed). A detour (remembered failures block a shorter route) re-tests
+    alarm already overturned memory or whose memory holds a success besides the failures
+    (a door that closed once is likelier to re-open than a wall that never changed).
+    A detour (remembered failures block a shorter route) re-tests
     only those; a stuck planner re-tests those first and the others once they are
     re-confirmed, or at once when no such place is suspect (a project extension; off =
     ablation).

@@ -117,8 +117,8 @@ PARAMS = (
     Param("verifier.stale_negative_recheck", True, "the deadlock rule: re-test stale negative "
           "memories when the planner is stuck"),
     Param("verifier.recheck_volatile_first", True, "re-test remembered failures at places an "
-          "alarm already overturned first: only those on a detour, the others after them "
-          "when stuck"),
+          "alarm already overturned (or remembered both working and failing) first: only "
+          "those on a detour, the others after them when stuck"),
     Param("verifier.structured_noise", True, "learn a noise rate per kind of disagreement "
           "for structured outcomes (in-process adapters; string outcomes unaffected)"),
     Param("verifier.delta", 0.05, "confidence parameter of the Hoeffding bound / probe budget"),
