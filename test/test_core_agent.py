@@ -434,16 +434,20 @@ def _ctx(tmp_path, color="red"):
 def test_llm_planner_uses_a_valid_choice(tmp_path):
     ctx = _ctx(tmp_path)
     assert ctx.options[0].waypoint == "room_a"  # greedy: the remembered place
-    llm = ScriptedLlm([{"rule": "3 UNKNOWN", "waypoint": "room_b"}])
+    llm = ScriptedLlm([{"rule": "3 UNKNOWN", "waypoint": "hall"}])
     planner = LlmPlanner(llm)
     d = planner.choose(ctx)
-    assert d.goal == "room_b" and d.source == "llm" and planner.fallback_count == 0
+    assert d.goal == "hall" and d.source == "llm" and planner.fallback_count == 0
     messages, schema, max_tokens = llm.calls[0]
-    # one branch per rule; together they offer every option, each under its verdict
-    offered = {w for b in schema["anyOf"] for w in b["properties"]["waypoint"]["enum"]}
-    assert offered == {o.waypoint for o in ctx.options}
-    here = [b for b in schema["anyOf"] if b["properties"]["rule"]["enum"] == ["1 HERE"]]
-    assert here[0]["properties"]["waypoint"]["enum"] == ["room_a"]
+    # one branch per rule that applies, each writing the option that rule prescribes (the
+    # nearest of its verdict): room_a is HERE, hall (1 m) the nearer of the two UNKNOWN
+    branches = {b["properties"]["rule"]["enum"][0]: b["properties"]["waypoint"]["enum"]
+                for b in schema["anyOf"]}
+    assert branches == {"1 HERE": ["room_a"], "3 UNKNOWN": ["hall"]}
+    # a later option of a rule's group is not the rule's choice: refused, greedy used
+    llm2 = ScriptedLlm([{"rule": "3 UNKNOWN", "waypoint": "room_b"}])
+    d2 = LlmPlanner(llm2).choose(ctx)
+    assert d2.source == "fallback" and "schema violation" in d2.fallback_reason
     assert max_tokens == planner.config.max_tokens
     user = messages[-1]["content"]
     assert "find the red block" in user and "room_a" in user and "dock" in user

@@ -205,3 +205,26 @@ def test_harness_consolidate_job_needs_the_new_place_and_its_episode():
     assert wrong["accuracy"] == 0.0 and wrong["valid_rate"] == 1.0
     for store, *_ in cases:
         store.close()
+
+
+def test_note_verdict_and_one_option_per_rule():
+    """An option a note places the block at is marked NOTE (rule 2 in the verdict); a note
+    with a negation, or naming two options, places nothing; each rule's grammar branch
+    writes the one option the rule prescribes (nearest of its verdict; first note)."""
+    from glove_ros.core.llm_planner import decision_schema, placed_by_notes
+
+    opts = [OptionView("lab", 1.0), OptionView("store", 3.0), OptionView("garage", 5.0),
+            OptionView("office", 2.0, (Fact(("blue",), VERIFIED, 60, 1),))]
+    notes = [Note("a", "The red block is not in the lab."),
+             Note("b", "The red block was in the lab or the store."),
+             Note("c", "The red block is usually in the garage."),
+             Note("d", "Last time the red block turned up at store.")]
+    assert placed_by_notes("red", opts, notes) == ["garage", "store"]
+    assert reference_choice("red", opts, notes) == "garage"
+    user = decision_messages("red", "hall", opts, notes)[-1]["content"]
+    line = {ln.split()[1]: ln for ln in user.splitlines() if ln.startswith("- ")}
+    assert "NOTE" in line["garage"] and "NOTE" in line["store"]
+    assert "UNKNOWN" in line["lab"] and "NOTE (" not in line["lab"]
+    branches = {b["properties"]["rule"]["enum"][0]: b["properties"]["waypoint"]["enum"]
+                for b in decision_schema("red", opts, notes)["anyOf"]}
+    assert branches == {"2 note": ["garage"], "3 UNKNOWN": ["lab"], "4 NOT HERE": ["office"]}

@@ -85,8 +85,9 @@ import importlib.util
 import json
 import math
 import sys
+import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -992,11 +993,13 @@ class Runner:
 
 
 def run_benchmark(scenario: Scenario, methods: Sequence[str], policy: str = "greedy",
-                  scenario_file: str = "", llm: Any = None) -> dict[str, Any]:
+                  scenario_file: str = "", llm: Any = None, threads: int = 0,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every method on the scenario; returns the JSON-ready result document.
 
     ``llm`` (a glove_ros.core.llm JsonLlm) is used by ``policy="llm"``; by default the
-    bundled GGUF is loaded."""
+    default GGUF is loaded with ``threads`` llama.cpp threads (0: half the cores).
+    ``progress`` gets one line per finished method."""
     if policy not in ("greedy", "llm"):
         raise ValueError(f"unknown policy {policy!r}; choose greedy or llm")
     for name in methods:
@@ -1027,8 +1030,9 @@ def run_benchmark(scenario: Scenario, methods: Sequence[str], policy: str = "gre
         "methods": {},
         "paper": scenario.paper,
     }
-    llm_policy = _make_policy(policy, llm)
-    for name in methods:
+    llm_policy = _make_policy(policy, llm, threads)
+    t0 = time.monotonic()
+    for i, name in enumerate(methods, 1):
         rule = make_rule(name, scenario.glove, is_negative=lambda o, r: o[1] == HOLE)
         calls0 = llm_policy.calls if llm_policy else 0
         fallbacks0 = llm_policy.fallbacks if llm_policy else 0
@@ -1054,6 +1058,10 @@ def run_benchmark(scenario: Scenario, methods: Sequence[str], policy: str = "gre
                 "calls": llm_policy.calls - calls0,
                 "fallbacks": llm_policy.fallbacks - fallbacks0,
             }
+        if progress is not None:
+            done = report["methods"][name]
+            progress(f"{name}: {done['drift_successes']}/{done['drift_episodes']} drift "
+                     f"successes ({i}/{len(methods)} methods, {time.monotonic() - t0:.0f} s)")
     return report
 
 
@@ -1122,7 +1130,7 @@ class LlmPolicy:
         return runner.agent.choose(state, beliefs, tried)
 
 
-def _make_policy(policy: str, llm: Any = None) -> LlmPolicy | None:
+def _make_policy(policy: str, llm: Any = None, threads: int = 0) -> LlmPolicy | None:
     if policy == "greedy":
         return None
     if policy == "llm":
@@ -1132,7 +1140,8 @@ def _make_policy(policy: str, llm: Any = None) -> LlmPolicy | None:
                                  "checkout does not have; use --policy greedy")
             from glove_ros.core.llm import LlamaBackend, LlmConfig
 
-            llm = LlamaBackend(LlmConfig(n_ctx=1024, max_tokens=16, temperature=0.0))
+            llm = LlamaBackend(LlmConfig(n_ctx=1024, max_tokens=16, temperature=0.0,
+                                         n_threads=int(threads)))
         return LlmPolicy(llm)
     raise ValueError(f"unknown policy {policy!r}; choose greedy or llm")
 
@@ -1225,6 +1234,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", nargs="+", metavar="NAME",
                         help="memory rules to compare (space or comma separated; default: "
                         "the scenario's list, else all): " + ", ".join(rule_names()))
+    parser.add_argument("--threads", type=int, default=0, metavar="N",
+                        help="llama.cpp threads for --policy llm (default: 0, half the cores)")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
     parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                         help="where frozenlake_<name>[_llm].json and .png go "
@@ -1245,7 +1256,10 @@ def main(args: argparse.Namespace) -> int:
     """Run the benchmark; prints the table (or JSON) and writes JSON + PNG under --out."""
     scenario = load_scenario(args.scenario)
     methods = _parse_methods(args.methods, scenario)
-    report = run_benchmark(scenario, methods, args.policy, str(args.scenario))
+    report = run_benchmark(scenario, methods, args.policy, str(args.scenario),
+                           threads=args.threads,
+                           progress=lambda line: print(f"[frozenlake] {line}", file=sys.stderr,
+                                                       flush=True))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"frozenlake_{scenario.name}" + ("_llm" if args.policy == "llm" else "")

@@ -50,6 +50,7 @@ __all__ = [
     "rule_groups",
     "RULES",
     "reference_choice",
+    "placed_by_notes",
     "notes_from_entries",
     "mentions_waypoint",
 ]
@@ -138,12 +139,32 @@ def _note_for(o: OptionView, colour: str, notes: Sequence[Note]) -> list[Note]:
     return [n for n in notes if colour in n.body.lower() and mentions_waypoint(n.body, o.waypoint)]
 
 
-def option_line(o: OptionView, colour: str, notes: Sequence[Note] = ()) -> str:
+def placed_by_notes(colour: str, options: Sequence[OptionView],
+                    notes: Sequence[Note] = ()) -> list[str]:
+    """Options a note places the block at, in the notes' order (rule 2): the note names the
+    colour and exactly one of the options, with no negation word, and no verified look
+    there says otherwise."""
+    by_wp = {o.waypoint: o for o in options}
+    out: list[str] = []
+    for n in notes:
+        body = n.body.lower()
+        if colour not in body or _NEG.search(body):
+            continue
+        named = [w for w in by_wp if mentions_waypoint(body, w)]
+        if len(named) == 1 and by_wp[named[0]].verdict(colour) == "unknown" \
+                and named[0] not in out:
+            out.append(named[0])
+    return out
+
+
+def option_line(o: OptionView, colour: str, notes: Sequence[Note] = (),
+                placed: bool = False) -> str:
     """One option with its verdict and evidence, e.g.
     ``- kitchen (7.5 m): HERE, verified: saw red, green (3 looks, 2 min ago) [#12]``.
 
-    Verdicts: ``HERE`` / ``NOT HERE`` (verified looks), ``UNKNOWN`` (no verified look; a
-    stale one is named as suppressed or replaced without repeating what it claimed, so it
+    Verdicts: ``HERE`` / ``NOT HERE`` (verified looks), ``NOTE`` (no verified look, but a
+    note about the colour names the option: rule 2 applies), ``UNKNOWN`` (no verified look;
+    a stale one is named as suppressed or replaced without repeating what it claimed, so it
     cannot pull the choice). Notes about the colour that name the option are attached."""
     ver = [f for f in o.facts if f.status == VERIFIED]
     stale = [f for f in o.facts if f.status != VERIFIED]
@@ -157,6 +178,8 @@ def option_line(o: OptionView, colour: str, notes: Sequence[Note] = ()) -> str:
         parts.append("NOT HERE, verified: " + "; ".join(
             f"saw {_saw(f.colours)} ({_looks(f)}){' [' + f.ref + ']' if f.ref else ''}"
             for f in ver))
+    elif placed:  # rule 2 applies here: say so in the verdict
+        parts.append("NOTE (no verified look; a note places it here)")
     else:
         parts.append("UNKNOWN, never looked" if not stale else "UNKNOWN")
     for f in stale:
@@ -171,11 +194,12 @@ def option_line(o: OptionView, colour: str, notes: Sequence[Note] = ()) -> str:
 DECISION_SYSTEM = (
     "You are the planner of a mobile robot searching a building for a coloured block. "
     "Each option shows what the robot's verified memory says about the block there: HERE, "
-    "NOT HERE or UNKNOWN, and notes from plan memory. Older memories marked suppressed or "
-    "replaced are stale and say nothing. Options are listed nearest first.\n"
+    "NOT HERE, NOTE (not verified, but a plan-memory note names it) or UNKNOWN. Older "
+    "memories marked suppressed or replaced are stale and say nothing. Options are listed "
+    "nearest first.\n"
     "Pick by the first rule that matches:\n"
     "1. HERE: the first option marked HERE, even if it is far;\n"
-    "2. note: an UNKNOWN option that a note about the block names;\n"
+    "2. note: the first option marked NOTE;\n"
     "3. UNKNOWN: the first option marked UNKNOWN in the list;\n"
     "4. NOT HERE: the first option, only when nothing else is left.\n"
     'Answer with JSON: {"rule": "<the rule that matches>", "waypoint": "<option>"}.'
@@ -214,7 +238,8 @@ def _user(colour: str, current: str, options: Sequence[OptionView], notes: Seque
     lines = [f"Task: find the {colour} block. Robot at {current}.", *extra,
              "Options (nearest first):"]
     ordered = sorted(options, key=lambda o: (o.distance, o.waypoint))
-    lines += [option_line(o, colour, notes) for o in ordered]
+    placed = set(placed_by_notes(colour, options, notes))
+    lines += [option_line(o, colour, notes, o.waypoint in placed) for o in ordered]
     attached = {n.name for o in options for n in _note_for(o, colour, notes)}
     rest = [n for n in notes if n.name not in attached]
     if rest:
@@ -229,29 +254,33 @@ RULES = ("1 HERE", "2 note", "3 UNKNOWN", "4 NOT HERE")
 
 def rule_groups(colour: str, options: Sequence[OptionView], notes: Sequence[Note] = ()
                 ) -> dict[str, list[str]]:
-    """Rule -> the options it allows (nearest first): HERE / NOT HERE by verified verdict,
-    UNKNOWN for the rest, and ``note`` for the UNKNOWN options a note about the colour
-    names."""
+    """Rule -> the options it allows: HERE / NOT HERE by verified verdict and UNKNOWN for
+    the rest, nearest first, and ``note`` for the UNKNOWN options a note places the block at
+    (:func:`placed_by_notes`, in the notes' order)."""
     groups: dict[str, list[str]] = {}
     for o in sorted(options, key=lambda o: (o.distance, o.waypoint)):
         v = o.verdict(colour)
         groups.setdefault({"here": RULES[0], "absent": RULES[3]}.get(v, RULES[2]),
                           []).append(o.waypoint)
-        if v == "unknown" and _note_for(o, colour, notes):
-            groups.setdefault(RULES[1], []).append(o.waypoint)
+    placed = placed_by_notes(colour, options, notes)
+    if placed:
+        groups[RULES[1]] = placed
     return dict(sorted(groups.items()))
 
 
 def decision_schema(colour: str, options: Sequence[OptionView], notes: Sequence[Note] = ()
                     ) -> dict[str, Any]:
-    """``{"rule", "waypoint"}``: the model names the rule that applies first, and the
-    grammar then only lets it pick an option that rule allows (``anyOf`` of one branch per
-    rule, :func:`rule_groups`). So a model that reads memory right cannot pick, say, a NOT
-    HERE option under rule 1; which rule applies, and which of its options, is its call."""
+    """``{"rule", "waypoint"}``: the model names the rule that applies, and the grammar
+    then writes the option that rule prescribes, the first of its group (``anyOf`` of one
+    branch per rule, :func:`rule_groups`; options nearest first). Which rule applies --
+    trust a verified sighting, follow a note, explore, or fall back -- is the model's call;
+    the order within a rule is the planner's policy. Measured with Qwen2.5-Coder-1.5B on
+    development seeds 5-6 (84 cases): 20 of its 28 wrong answers had named the right rule
+    and then picked a later option of that group."""
     return {"anyOf": [
         {"type": "object",
          "properties": {"rule": {"type": "string", "enum": [r]},
-                        "waypoint": {"type": "string", "enum": wps}},
+                        "waypoint": {"type": "string", "enum": wps[:1]}},
          "required": ["rule", "waypoint"], "additionalProperties": False}
         for r, wps in rule_groups(colour, options, notes).items()]}
 
@@ -300,14 +329,9 @@ def reference_choice(colour: str, options: Sequence[OptionView],
     here = [o for o in options if o.verdict(colour) == "here"]
     if here:
         return min(here, key=lambda o: o.distance).waypoint
-    by_wp = {o.waypoint: o for o in options}
-    for n in notes:
-        body = n.body.lower()
-        if colour not in body or _NEG.search(body):
-            continue
-        named = [w for w in by_wp if mentions_waypoint(body, w)]
-        if len(named) == 1 and by_wp[named[0]].verdict(colour) != "absent":
-            return named[0]
+    placed = placed_by_notes(colour, options, notes)
+    if placed:
+        return placed[0]
     unknown = [o for o in options if o.verdict(colour) == "unknown"]
     pool = unknown or list(options)
     return min(pool, key=lambda o: o.distance).waypoint
