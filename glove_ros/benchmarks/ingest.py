@@ -6,7 +6,7 @@ of its own:
 
 * the memory node (``glove_ros.nodes.memory_node``, verifier on, defaults otherwise) on a
   fresh database, subscribed to ``transitions``;
-* a bare rclpy subscriber on the same topic with the same QoS (reliable, depth 1000) that only
+* a bare rclpy subscriber on the same topic with the same QoS (reliable, the same depth) that only
   counts messages: what DDS + rclpy deliver on this machine, measured beside the node in the
   same run.
 
@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per (setting, rate), for the run-to-run spread")
     parser.add_argument("--seed", type=int, default=0, help="seed of the waypoint order")
-    parser.add_argument("--depth", type=int, default=1000,
+    parser.add_argument("--depth", type=int, default=10000,
                         help="DDS history depth of both subscribers (default %(default)s)")
     parser.add_argument("--out", default="bench/results", help="directory for ingest.json")
     parser.add_argument("--stem", default="ingest", help="file name stem of the results")
