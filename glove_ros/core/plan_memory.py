@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from glove_ros.core.llm import approx_tokens
+from glove_ros.core.store_check import retry_while_busy
 
 __all__ = [
     "KINDS",
@@ -622,6 +623,7 @@ CREATE TABLE IF NOT EXISTS plan_journal (
 
 _OPEN_LOCKED_S = 10.0  # how long opening waits out another process holding the file
 
+
 class PlanMemoryStore:
     """Versioned plan memory in SQLite (WAL).
 
@@ -657,24 +659,14 @@ class PlanMemoryStore:
             self.path, isolation_level=None, check_same_thread=False, timeout=30.0
         )
         self._db.row_factory = sqlite3.Row
-        deadline = time.monotonic() + _OPEN_LOCKED_S
-        while True:  # another process may be creating or switching the same file right now
-            try:
-                self._open(synchronous)
-                return
-            except sqlite3.OperationalError as exc:
-                locked = "locked" in str(exc) or "busy" in str(exc)
-                if not locked or time.monotonic() > deadline:
-                    self._db.close()
-                    raise
-                time.sleep(0.1)
+        try:  # another process may be creating or switching the same file right now
+            retry_while_busy(lambda: self._open(synchronous), _OPEN_LOCKED_S)
+        except sqlite3.OperationalError:
+            self._db.close()
+            raise
 
     def _open(self, synchronous: str) -> None:
-        """Switch to WAL and create or check the schema (idempotent, so safe to repeat).
-
-        SQLite answers a journal-mode switch or WAL recovery racing another process's with
-        SQLITE_BUSY at once, without its busy handler; the caller retries for a while.
-        """
+        """Switch to WAL and create or check the schema (idempotent, so safe to repeat)."""
         if self.path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")

@@ -74,6 +74,7 @@ from glove_ros.core.store_check import (
     describe_error,
     read_only_message,
     recover,
+    retry_while_busy,
 )
 
 __all__ = [
@@ -327,18 +328,8 @@ class ExperienceStore:
         self._conn: sqlite3.Connection | None = None
         self.cell_size = DEFAULT_CELL_SIZE
         self._created = False  # this open created the file (a retry must not refuse it empty)
-        deadline = time.monotonic() + max(timeout, 1.0)
-        while True:  # SQLite answers a WAL switch racing another process with BUSY at once
-            try:
-                self._open(cell_size, timeout, check)
-                break
-            except StoreError as exc:
-                cause = exc.__cause__
-                busy = isinstance(cause, sqlite3.OperationalError) and (
-                    "locked" in str(cause) or "busy" in str(cause))
-                if not busy or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        # another process may be creating or switching the same file to WAL right now
+        retry_while_busy(lambda: self._open(cell_size, timeout, check), max(timeout, 1.0))
 
     # ------------------------------------------------------------------ open / close
 

@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 __all__ = [
     "RecoveryReport",
@@ -37,6 +39,7 @@ __all__ = [
     "is_corruption",
     "recover",
     "is_disk_full",
+    "retry_while_busy",
 ]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -76,6 +79,28 @@ def is_disk_full(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return "disk is full" in text or "disk i/o error" in text
+
+
+def _is_busy(exc: BaseException | None) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc))
+
+
+def retry_while_busy(attempt: Callable[[], _T], seconds: float) -> _T:
+    """``attempt()``, repeated every 0.1 s for up to ``seconds`` while it fails with
+    "database is locked" / busy (raised as is, or as a :class:`StoreError` caused by it).
+
+    SQLite answers a journal-mode switch or WAL recovery racing another process's with
+    SQLITE_BUSY at once, without its busy handler: two nodes opening one file at start-up.
+    Any other error, or busy past the deadline, is raised."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return attempt()
+        except (sqlite3.OperationalError, StoreError) as exc:
+            if not (_is_busy(exc) or _is_busy(exc.__cause__)) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def describe_error(path: str, exc: BaseException, known: str = "") -> StoreError:
