@@ -15,6 +15,7 @@ Interfaces (relative names):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,9 @@ PARAMS = (
           "and corridors in the map frame", read_only=True),
     Param("map_frame", "map", "frame_id of the markers"),
     Param("period", 2.0, "seconds between refreshes", read_only=True),
+    Param("query_timeout", 5.0, "seconds an unanswered query_memory request is waited for; "
+          "then it is dropped and asked again (a reply lost while discovery settles or "
+          "memory restarts would otherwise freeze the markers)"),
     Param("max_entries", 5000, "entries asked of memory per refresh"),
     Param("stale_negative_after", 50, "transitions after which a negative belief is drawn "
           "stale (memory's verifier.stale_negative_after)"),
@@ -86,6 +90,7 @@ class MarkersNode(Node):
         self._corridors = [(e.a, e.b) for e in world.edges]
         self._ids: dict[tuple[str, str], int] = {}
         self._pending: Any = None
+        self._pending_since = 0.0
         group = MutuallyExclusiveCallbackGroup()
         self._pub = self.create_publisher(MarkerArray, "memory_markers", latched_qos())
         self._client = self.create_client(QueryMemory, "query_memory", callback_group=group)
@@ -110,12 +115,21 @@ class MarkersNode(Node):
 
     def _refresh(self) -> None:
         if self._pending is not None and not self._pending.done():
-            return  # memory still answering the last request
+            waited = time.monotonic() - self._pending_since
+            if waited < float(self.get_parameter("query_timeout").value):
+                return  # memory still answering the last request
+            self.get_logger().warning(
+                f"query_memory unanswered after {waited:.1f}s (reply lost or memory "
+                "restarted); asking again")
+            drop = getattr(self._client, "remove_pending_request", None)  # not on old rclpy
+            if drop is not None:
+                drop(self._pending)
         if not self._client.service_is_ready():
             return
         req = QueryMemory.Request(include_suppressed=True,
                                   max_results=int(self.get_parameter("max_entries").value))
         self._pending = self._client.call_async(req)
+        self._pending_since = time.monotonic()
         self._pending.add_done_callback(self._on_entries)
 
     def _on_entries(self, future: Any) -> None:
