@@ -70,3 +70,25 @@ def test_limits_are_validated():
         IngestConfig(max_batch=0).validate()
     with pytest.raises(ValueError, match="max_delay"):
         IngestConfig(max_delay=5.0).validate()
+
+
+def _run(sync, offered, sustained, unreported=0, p99=5.0):
+    return {"synchronous": sync, "offered_rate": offered, "sustained_rate": sustained,
+            "unreported_loss": unreported, "query_p99_ms": p99}
+
+
+def test_ingest_verdict_needs_every_setting_above_the_target_and_no_loss():
+    from glove_ros.benchmarks.ingest import verdict
+
+    ok = [_run("FULL", 1000, 985), _run("FULL", 1500, 1485), _run("NORMAL", 1500, 1480)]
+    assert verdict(ok)[0]
+    # offered exactly 1000/s: the last commit lands after the last publish, never >= 1000/s
+    met, why = verdict([_run("FULL", 1000, 990)])
+    assert not met and "best sustained 990/s" in why
+    met, why = verdict(ok + [_run("NORMAL", 1000, 995, unreported=3)])
+    assert not met and "unreported 3" in why
+    met, why = verdict(ok + [_run("NORMAL", 1000, 995, p99=50.0)])
+    assert not met and "p99 50.0" in why
+    met, why = verdict([_run("FULL", 1500, 1485), _run("NORMAL", 1500, 950)])
+    assert not met and "NORMAL: best sustained 950/s" in why
+    assert verdict([]) == (False, "no runs")

@@ -8,13 +8,18 @@ of its own:
   fresh database, subscribed to ``transitions``;
 * a bare rclpy subscriber on the same topic with the same QoS (reliable, the same depth) that only
   counts messages: what DDS + rclpy deliver on this machine, measured beside the node in the
-  same run.
+  same run;
+* a query client, as the planner is on the robot, that calls ``query_memory`` back to back
+  (one waypoint, newest 20) and times every call; the calls sent between the first publish
+  and the last commit count.
 
 This process publishes ``--duration`` seconds of transitions at the offered rate (50
-waypoints, ``look``, one outcome per waypoint: the verifier's steady state) and, at the same
-time, calls ``query_memory`` back to back (one waypoint, newest 20) and times every call.
-When publishing ends it waits until the node's ``memory_stats`` show an empty queue, stops
-both processes and counts the rows in the database.
+waypoints, ``look``, one outcome per waypoint: the verifier's steady state; the messages are
+built before the clock starts and stamped as they are sent). When publishing ends it waits
+until the node's ``memory_stats`` show an empty queue, stops the processes and counts the
+rows in the database. (Until 2026-12-04 the query client ran in this process, where the
+publishing loop's Python delayed its replies: p99 8-128 ms and one 0.2-2.2 s stall per run,
+none of it spent in the memory node, whose callbacks took over 30 ms once in four runs.)
 
 Reported per run: offered and achieved publish rate, rows stored, sustained ingest rate
 (rows / time from the first publish to the last commit), the node's own counters (dropped,
@@ -35,7 +40,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,10 +75,49 @@ node.destroy_node()
 rclpy.try_shutdown()
 """
 
+# The query client: its own process, as the planner is on the robot, so the publisher's
+# Python loop in this process does not delay its replies. It calls ``query_memory`` back to
+# back until SIGINT and writes "<wall time sent> <latency s>" lines to argv[1].
+_QUERIER = r"""
+import signal, sys, threading, time, rclpy
+from rclpy.executors import SingleThreadedExecutor
+from glove_ros.srv import QueryMemory
+rclpy.init()
+node = rclpy.create_node("bench_querier")
+client = node.create_client(QueryMemory, "query_memory")
+executor = SingleThreadedExecutor()
+executor.add_node(node)
+spinner = threading.Thread(target=executor.spin, daemon=True)
+spinner.start()
+stop = [False]
+signal.signal(signal.SIGINT, lambda *a: stop.__setitem__(0, True))
+client.wait_for_service(timeout_sec=60)
+req = QueryMemory.Request(state_key=sys.argv[2], action="look", max_results=20)
+for _ in range(3):  # the first reply after discovery may be lost: warm the path up
+    fut = client.call_async(req)
+    done = threading.Event()
+    fut.add_done_callback(lambda _f, d=done: d.set())
+    done.wait(2.0)
+print("ready", flush=True)
+with open(sys.argv[1], "w") as out:
+    while not stop[0]:
+        sent, t0 = time.time(), time.perf_counter()
+        fut = client.call_async(req)
+        done = threading.Event()
+        fut.add_done_callback(lambda _f, d=done: d.set())
+        if not done.wait(10.0):
+            client.remove_pending_request(fut)
+        out.write(f"{sent:.6f} {time.perf_counter() - t0:.6f}\n")
+executor.shutdown()
+spinner.join(5)
+node.destroy_node()
+rclpy.try_shutdown()
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``glove-ros bench ingest``."""
-    parser.add_argument("--rates", default="1000",
+    parser.add_argument("--rates", default="1000,1500",
                         help="offered rates, transitions/s, comma-separated (default %(default)s)")
     parser.add_argument("--synchronous", default="FULL,NORMAL",
                         help="durability settings to run (default %(default)s)")
@@ -94,9 +137,13 @@ def _transition(i: int, order: list[int]) -> Any:
     from glove_ros.msg import Transition
 
     wp = order[i % len(order)]
-    t = Transition(robot_id="bench", episode_id=f"e{i // 100}", state_key=f"wp{wp}",
-                   action="look", outcome=f"colors={_COLOURS[wp % len(_COLOURS)]}",
-                   context=f"seq={i}")
+    return Transition(robot_id="bench", episode_id=f"e{i // 100}", state_key=f"wp{wp}",
+                      action="look", outcome=f"colors={_COLOURS[wp % len(_COLOURS)]}",
+                      context=f"seq={i}")
+
+
+def _stamped(t: Any) -> Any:
+    """``t`` stamped now (the publish time)."""
     now = time.time()
     t.header.stamp.sec = int(now)
     t.header.stamp.nanosec = int((now % 1) * 1e9)
@@ -137,7 +184,6 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
 
     from glove_ros.msg import Transition
     from glove_ros.nodes.common import BackgroundSpinner
-    from glove_ros.srv import QueryMemory
 
     env = dict(os.environ)
     db = workdir / f"ingest_{sync}_{int(rate)}_{seed}.db"
@@ -146,6 +192,12 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
                      "-p", f"db_path:={db}", "-p", f"synchronous:={sync}",
                      "-p", f"ingest.depth:={depth}", "-p", "stats_period:=0.1"], node_log, env)
     bare = _spawn([sys.executable, "-u", "-c", _BARE, str(depth)], bare_log, env)
+    order = list(range(_WAYPOINTS))
+    random.Random(seed).shuffle(order)
+    query_log, latency_file = workdir / f"querier_{sync}.log", workdir / f"latency_{sync}.txt"
+    latency_file.unlink(missing_ok=True)
+    querier = _spawn([sys.executable, "-u", "-c", _QUERIER, str(latency_file),
+                      f"wp{order[0]}"], query_log, env)
     node = rclpy.create_node(f"bench_ingest_{os.getpid()}")
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(node)
@@ -160,40 +212,18 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
         pub = node.create_publisher(
             Transition, "transitions",
             QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
-        query = node.create_client(QueryMemory, "query_memory")
-        if not query.wait_for_service(timeout_sec=60):
-            raise RuntimeError(f"memory node did not start:\n{node_log.read_text()}")
-        _wait(lambda: pub.get_subscription_count() >= 2 and "ready" in bare_log.read_text(),
-              60, "both subscribers")
+        _wait(lambda: pub.get_subscription_count() >= 2 and "ready" in bare_log.read_text()
+              and "ready" in query_log.read_text(), 90, "both subscribers and the querier")
         time.sleep(1.0)  # let discovery settle on both sides
-        order = list(range(_WAYPOINTS))
-        random.Random(seed).shuffle(order)
-
-        latencies: list[float] = []
-        stop_queries = threading.Event()
-
-        def query_loop() -> None:
-            req = QueryMemory.Request(state_key=f"wp{order[0]}", action="look", max_results=20)
-            while not stop_queries.is_set():
-                t0 = time.perf_counter()
-                fut = query.call_async(req)
-                done = threading.Event()
-                fut.add_done_callback(lambda _f, d=done: d.set())
-                if not done.wait(10.0):
-                    latencies.append(10.0)
-                    continue
-                latencies.append(time.perf_counter() - t0)
-
-        querier = threading.Thread(target=query_loop, daemon=True)
         n = int(round(rate * duration))
-        start = time.perf_counter()
-        querier.start()
+        messages = [_transition(i, order) for i in range(n)]  # built before the clock starts
+        start, wall_start = time.perf_counter(), time.time()
         for i in range(n):
             due = start + i / rate
             lag = due - time.perf_counter()
             if lag > 0:
                 time.sleep(lag)
-            pub.publish(_transition(i, order))
+            pub.publish(_stamped(messages[i]))
         publish_s = time.perf_counter() - start
 
         last_change = [time.perf_counter(), -1]
@@ -213,12 +243,12 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
         _wait(settled, duration * 6 + 60, "the node to commit what it received")
         # the last commit happened before the stats message that showed it
         ingest_s = (last_change[0] if last_change[1] >= 0 else time.perf_counter()) - start
-        stop_queries.set()
-        querier.join(15)
+        window = (wall_start, wall_start + ingest_s)
         final = dict(stats[-1])
     finally:
         spinner.stop()  # no callback outlives the executor
         node.destroy_node()
+        _stop(querier)
         code = _stop(memory)
         _stop(bare)
     received = 0
@@ -228,6 +258,11 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
         stored = int(c.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
     counted = final["dropped"] + final["failed"] + final["rejected"] + final["dds_lost"]
+    latencies = []  # the calls sent while transitions were published and committed
+    for line in latency_file.read_text().splitlines() if latency_file.exists() else []:
+        sent, took = (float(v) for v in line.split())
+        if window[0] <= sent <= window[1]:
+            latencies.append(took)
     lat = np.array(latencies) * 1000.0
     return {
         "synchronous": sync,
@@ -238,6 +273,7 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
         "stored": stored,
         "ingest_s": round(ingest_s, 3),
         "sustained_rate": round(stored / ingest_s, 1),
+        "drain_s": round(ingest_s - publish_s, 3),
         "node_counters": final,
         "counted_drops": counted,
         "unreported_loss": n - stored - counted,
@@ -300,6 +336,30 @@ def write_plot(doc: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def verdict(runs: list[Mapping[str, Any]]) -> tuple[bool, str]:
+    """The issue's target: every run loses nothing unreported and answers queries with p99
+    under 50 ms, and for every durability setting some run sustains >= 1,000 stored/s.
+
+    A run offered exactly 1,000/s cannot show 1,000/s sustained (the last commit comes a
+    few ms after the last publish), so the sustained rate is shown by an offered rate above
+    it; a run that falls behind its offered rate shows as a large ``drain_s``.
+    """
+    if not runs:
+        return False, "no runs"
+    problems = [f"{r['synchronous']} {r['offered_rate']:.0f}/s: unreported "
+                f"{r['unreported_loss']}, p99 {r['query_p99_ms']} ms" for r in runs
+                if r["unreported_loss"] != 0 or r["query_p99_ms"] is None
+                or r["query_p99_ms"] >= TARGET_P99_MS]
+    for sync in sorted({r["synchronous"] for r in runs}):
+        best = max(r["sustained_rate"] for r in runs if r["synchronous"] == sync)
+        if best < TARGET_RATE:
+            problems.append(f"{sync}: best sustained {best:.0f}/s < {TARGET_RATE:.0f}/s")
+    if problems:
+        return False, "; ".join(problems)
+    return True, ("every run: 0 unreported loss, query p99 < 50 ms; every setting sustains "
+                  ">= 1000/s")
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; print the table (or JSON) and write ``ingest.json``."""
     try:
@@ -338,16 +398,7 @@ def main(args: argparse.Namespace) -> int:
                               file=sys.stderr, flush=True)
     finally:
         rclpy.try_shutdown()
-    bad = [r for r in runs if not (r["sustained_rate"] >= TARGET_RATE * 0.99 * min(
-        1.0, r["offered_rate"] / TARGET_RATE) and r["unreported_loss"] == 0
-        and r["query_p99_ms"] < TARGET_P99_MS)]
-    at_target = [r for r in runs if r["offered_rate"] >= TARGET_RATE]
-    met = bool(at_target) and not [r for r in bad if r in at_target]
-    why = "every run at >= 1000/s offered meets all three" if met else (
-        "no run offered 1000/s" if not at_target else "; ".join(
-            f"{r['synchronous']} {r['offered_rate']:.0f}/s: {r['sustained_rate']:.0f}/s, "
-            f"unreported {r['unreported_loss']}, p99 {r['query_p99_ms']} ms" for r in bad
-            if r in at_target))
+    met, why = verdict(runs)
     load = os.getloadavg()
     doc = {
         "benchmark": "ingest",
