@@ -219,7 +219,7 @@ def test_every_probe_step_is_charged_to_the_budget(tiny_report):
         assert (used["task"], used["probe"]) == (task, probe), name
         assert task + probe + used["left"] == sc.budget_total
         assert probe <= sc.probe_cap
-        if name != "GLOVE-sync":
+        if not name.startswith("GLOVE-sync"):  # only synchronous replay probes
             assert probe == 0, name
     assert tiny_report["methods"]["GLOVE-sync"]["budget_used"]["probe"] > 0
     # probes and task steps share one budget: GLOVE-sync has less left for the task
@@ -568,6 +568,42 @@ def test_on_blocked_retests_only_memories_older_than_a_dissonance():
     finally:
         rule.close()
         anyr.close()
+
+
+def test_place_evidence_a_fall_into_a_tile_is_read_by_every_way_into_it():
+    """Place-level evidence (a project extension, ablation ``GLOVE-async-noplace``): an
+    outcome shows what its tile is now, so another pair's memory of arriving there safely
+    is read as the newest kind seen there, its dynamics (where it leads, how often) kept.
+    A detour re-test drops that reading once a tile was seen to change kind after it."""
+    neg = {"is_negative": lambda o, r: o[1] == HOLE}
+    rule = mr.make_rule("GLOVE-async", **neg)
+    noplace = mr.make_rule("GLOVE-async-noplace", **neg)
+    try:
+        for r in (rule, noplace):
+            for step in range(9):  # (1, DOWN) slides to tile 5 most of the time
+                r.observe(1, fl.DOWN, (5, fl.ICE) if step % 3 else (2, fl.ICE), 0.0, step)
+            r.observe(4, fl.RIGHT, (5, HOLE), 0.0, 20)  # tile 5 became a hole
+        assert rule.distribution(1, fl.DOWN) == pytest.approx({(5, HOLE): 2 / 3,
+                                                               (2, fl.ICE): 1 / 3})
+        assert noplace.distribution(1, fl.DOWN) == pytest.approx({(5, fl.ICE): 2 / 3,
+                                                                  (2, fl.ICE): 1 / 3})
+        # nothing changed since the fall: the detour hook stands by the reading
+        rule.on_blocked([(1, fl.DOWN)], 30)
+        assert rule.distribution(1, fl.DOWN)[(5, HOLE)] == pytest.approx(2 / 3)
+        # later another tile changes kind (the world changes again): the reading of tile 5
+        # is dropped for a pair in the way, which plans on its own memory until tile 5
+        # is seen again
+        rule.observe(6, fl.RIGHT, (7, fl.ICE), 0.0, 40)
+        rule.observe(6, fl.RIGHT, (7, HOLE), 0.0, 41)
+        rule.on_blocked([(1, fl.DOWN)], 50)
+        assert rule.distribution(1, fl.DOWN)[(5, fl.ICE)] == pytest.approx(2 / 3)
+        rule.observe(8, fl.UP, (5, HOLE), 0.0, 60)
+        assert rule.distribution(1, fl.DOWN)[(5, HOLE)] == pytest.approx(2 / 3)
+        # the store itself is untouched: the reading is a view, nothing rewritten or lost
+        assert rule.support(1, fl.DOWN) == 9
+    finally:
+        rule.close()
+        noplace.close()
 
 
 def test_a_stale_memory_that_costs_nothing_is_reported_apart_from_a_deadlock():

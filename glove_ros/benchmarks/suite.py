@@ -75,9 +75,9 @@ FAMILIES = ("frozenlake_det", "frozenlake_slip", "waypoint", "waypoint_nuisance"
 GLOVE_METHODS = ("GLOVE-async", "GLOVE-sync")
 ABLATIONS = {
     "frozenlake_det": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-anyrecheck",
-                       "GLOVE-async-nostructure"),
+                       "GLOVE-async-nostructure", "GLOVE-async-noplace"),
     "frozenlake_slip": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-anyrecheck",
-                        "GLOVE-async-nostructure"),
+                        "GLOVE-async-nostructure", "GLOVE-async-noplace"),
     "waypoint": ("GLOVE-async-pth", "GLOVE-async-norecheck", "GLOVE-async-noobject"),
     "waypoint_nuisance": ("GLOVE-async-pth", "GLOVE-async-noobject"),
 }

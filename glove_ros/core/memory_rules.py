@@ -475,6 +475,7 @@ GLOVE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "GLOVE-async-noobject": ("async", {"unique_objects": (), "symmetric_actions": ()}),
     "GLOVE-async-nostructure": ("async", {"structured_noise": False}),
     "GLOVE-async-anyrecheck": ("async", {"recheck_volatile_first": False}),
+    "GLOVE-async-noplace": ("async", {"place_evidence": False}),
     "GLOVE-sync-pth": ("sync", {"detector": "p_th", "p_th": 3}),
 }
 
@@ -569,6 +570,11 @@ class GloveRule(MemoryRule):
         if "mode" in values:
             raise ValueError("glove config must not set 'mode': GLOVE-sync / GLOVE-async fix it")
         values.setdefault("rule", "state")
+        self.place_evidence = bool(values.pop("place_evidence", True))
+        #: place -> (kind, step) of the newest observation showing it ((place, kind) outcomes)
+        self._place_kind: dict[Hashable, tuple[Hashable, int]] = {}
+        self._place_changed = -1  # step a place was last seen to change kind
+        self.place_alerts = 0
         cfg = VerifierConfig.from_dict({**values, "mode": mode})
         self.name = "GLOVE-sync" if mode == "sync" else "GLOVE-async"
         self.probe_mode = mode
@@ -627,9 +633,11 @@ class GloveRule(MemoryRule):
         self._clock_now = max(self._clock_now, step)
         t = Transition(self._enc(state), self._enc(action), self._enc(outcome),
                        reward=float(reward), stamp=float(step + 1))
+        changed = self._saw_place(outcome, step)
         result = self.verifier.observe(t)
         self._cache = None
         self._log_alerts(result, step)
+        self._place_alert(changed and not result.alerts, state, action, step)
         self._pending += [self._target(r) for r in result.probe_requests]
 
     def _log_alerts(self, result: Any, step: int) -> None:
@@ -643,6 +651,41 @@ class GloveRule(MemoryRule):
                            self._decode.get(req.action, req.action), req.alpha, req.reason,
                            token=req)
 
+    def _saw_place(self, outcome: Outcome, step: int) -> bool:
+        """Remember the newest kind seen at a place (outcomes shaped ``(place, kind)``);
+        True when the place was last seen as another kind (the world changed there)."""
+        if not (self.place_evidence and isinstance(outcome, tuple) and len(outcome) == 2):
+            return False
+        old = self._place_kind.get(outcome[0])
+        self._place_kind[outcome[0]] = (outcome[1], step)
+        self._cache = None
+        if old is None or old[0] == outcome[1]:
+            return False
+        self._place_changed = step
+        return True
+
+    def _place_alert(self, raise_it: bool, state: Hashable, action: Hashable,
+                     step: int) -> None:
+        """A place seen as another kind than last time, where the pair's own test did not
+        alarm, is a place-level alert: what a place is does not depend on how it was
+        reached, so one such observation is a change of the world (FrozenLake: slipping
+        changes where the agent lands, never what a tile is), with no noise to rule out."""
+        if raise_it:
+            self.alerts += 1
+            self.place_alerts += 1
+            self.alert_log.append((state, action, step))
+
+    def _place_view(self, dist: dict[Outcome, float]) -> dict[Outcome, float]:
+        """Place-level evidence: an outcome that reached a place shows what the place is
+        now, so a remembered outcome of another kind at the same place is read as the
+        newest kind seen there (the move's dynamics, where it leads, are kept)."""
+        out: dict[Outcome, float] = {}
+        for o, p in dist.items():
+            if isinstance(o, tuple) and len(o) == 2 and o[0] in self._place_kind:
+                o = (o[0], self._place_kind[o[0]][0])
+            out[o] = out.get(o, 0.0) + p
+        return out
+
     def _beliefs(self) -> dict[tuple[str, str], dict[Outcome, float]]:
         if self._cache is None:
             cache: dict[tuple[str, str], dict[Outcome, float]] = {}
@@ -651,9 +694,9 @@ class GloveRule(MemoryRule):
                 if g.action_arg:
                     continue
                 n = g.size
-                cache[(g.state_key, g.action)] = {
-                    self._decode.get(o, o): c / n for o, c in g.counts.items()
-                }
+                dist = {self._decode.get(o, o): c / n for o, c in g.counts.items()}
+                cache[(g.state_key, g.action)] = (self._place_view(dist) if self._place_kind
+                                                  else dist)
                 support[(g.state_key, g.action)] = n
             self._cache = cache
             self._support = support
@@ -684,12 +727,18 @@ class GloveRule(MemoryRule):
             from glove_ros.core.experience import Source, Transition
 
             for o in outcomes:
+                changed = self._saw_place(o, self._clock_now)
                 t = Transition(self._enc(target.state), self._enc(target.action), self._enc(o),
                                source=Source.PROBED, stamp=float(self._clock_now + 1))
                 result = self.verifier.observe(t)
                 self._log_alerts(result, self._clock_now)
+                self._place_alert(changed and not result.alerts, target.state, target.action,
+                                  self._clock_now)
                 self._pending += [self._target(r) for r in result.probe_requests]
             return
+        for o in outcomes:
+            self._place_alert(self._saw_place(o, self._clock_now), target.state,
+                              target.action, self._clock_now)
         if len(outcomes) >= req.alpha:
             self.verifier.apply_probes(req, [self._enc(o) for o in outcomes])
         else:
@@ -704,8 +753,11 @@ class GloveRule(MemoryRule):
         stamp = float(step + 1)
         result = self.verifier.recheck_negatives(keys, stuck=True, stamp=stamp)
         self.rechecks += len(result.pairs)
+        doubted = self._doubt_places(None)
         self._cache = None
-        return [self._target(r) for r in result.probe_requests]
+        targets = [self._target(r) for r in result.probe_requests]
+        return targets + self._place_probes(doubted, targets, None if reachable is None
+                                            else set(reachable))
 
     def on_blocked(self, pairs: Sequence[Key], step: int = 0) -> list[ProbeTarget]:
         """Re-test the remembered failures in the way if the world changed since they were
@@ -716,13 +768,69 @@ class GloveRule(MemoryRule):
         result = self.verifier.recheck_negatives(None, stuck=False, stamp=float(step + 1),
                                                  pairs=enc)
         self.rechecks += len(result.pairs)
-        if result.pairs:
+        doubted = self._doubt_places(pairs)
+        if doubted or result.pairs:
             self._cache = None
-        return [self._target(r) for r in result.probe_requests]
+        targets = [self._target(r) for r in result.probe_requests]
+        return targets + self._place_probes(doubted, targets, None, pairs)
+
+    def _place_probes(self, places: set[Hashable], taken: Sequence[ProbeTarget],
+                      states: set[Hashable] | None,
+                      pairs: Sequence[Key] | None = None) -> list[ProbeTarget]:
+        """Synchronous mode re-tests the pairs whose failure was only read from a doubted
+        place (their own memory says they arrive safely) by probes, as it does a pair's own
+        remembered failure; asynchronous mode leaves them to the next natural visit."""
+        if self.probe_mode != "sync" or not places:
+            return []
+        done = {(t.state, t.action) for t in taken}
+        out: list[ProbeTarget] = []
+        for g in self.store.outcome_groups():
+            if g.action_arg:
+                continue
+            s, a = self._decode.get(g.state_key, g.state_key), self._decode.get(g.action,
+                                                                                 g.action)
+            if (s, a) in done or (states is not None and s not in states) or (
+                    pairs is not None and (s, a) not in pairs):
+                continue
+            outs = {self._decode.get(o, o): c / g.size for o, c in g.counts.items()}
+            own_failure = sum(p for o, p in outs.items() if self._is_neg(self._enc(o), 0.0))
+            if own_failure < 0.5 and any(isinstance(o, tuple) and len(o) == 2
+                                         and o[0] in places for o in outs):
+                out.append(ProbeTarget(s, a, self.verifier.config.alpha, "stale_negative"))
+                done.add((s, a))
+        return out
+
+    def _doubt_places(self, pairs: Sequence[Key] | None) -> set[Hashable]:
+        """The re-test of place-level evidence: a failure kind read from another pair's
+        outcome (not the pair's own memory) is dropped when, after it was seen, an alarm
+        was raised or a place was seen to change kind (the world changed since), for the
+        places ``pairs`` lead to (None: every place). The pairs then plan on their own
+        memory and the next visit shows the place again. Returns the places dropped."""
+        if not self._place_kind:
+            return set()
+        last_alarm = max([self._place_changed, *(step for _s, _a, step in self.alert_log)])
+        places: set[Hashable] | None = None
+        if pairs is not None:
+            places = set()
+            for s, a in pairs:
+                raw = self.verifier.distribution(_encode(s), _encode(a)) or {}
+                for o in raw:
+                    d = self._decode.get(o, o)
+                    if isinstance(d, tuple) and len(d) == 2:
+                        places.add(d[0])
+        dropped: set[Hashable] = set()
+        for place, (kind, step) in list(self._place_kind.items()):
+            if (places is None or place in places) and step < last_alarm and self._is_neg(
+                    self._enc((place, kind)), 0.0):
+                del self._place_kind[place]
+                dropped.add(place)
+        return dropped
 
     def stats(self) -> dict[str, Any]:
         out = {k: v for k, v in self.verifier.stats().items() if k not in ("phases", "phase")}
         out["cancelled_probes"] = self.cancelled_probes
+        out["alerts"] = int(out.get("alerts", 0)) + self.place_alerts
+        out["place_alerts"] = self.place_alerts
         return out
 
     def close(self) -> None:
