@@ -95,9 +95,9 @@ def ros_client(name: str = "test_client") -> Iterator[Any]:
         yield node
     finally:
         executor.shutdown()
+        thread.join(5)  # spin has returned before its node and context go away
         node.destroy_node()
         rclpy.shutdown(context=context)
-        thread.join(5)
 
 
 _SETTLED: set[int] = set()  # clients whose server had time to match their reply reader
