@@ -21,21 +21,24 @@ built today and what is not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
 
-__all__ = ["FleetLink", "LinkStats", "NatsServer", "ensure_hub", "hub_config", "leaf_config",
-           "nats_server_binary"]
+__all__ = ["FleetBridge", "FleetLink", "LinkStats", "NatsServer", "ensure_hub", "hub_config",
+           "leaf_config", "nats_server_binary"]
 
 HUB_DOMAIN = "hub"
 FLEET_STREAM = "FLEET"
@@ -168,11 +171,14 @@ class FleetLink:
     """One robot's link to the fleet: drains its outbox into ``MEM_<robot>`` and applies
     ``IN_<robot>`` to its store. Use from one asyncio task (``async with``)."""
 
-    def __init__(self, outbox: Outbox, url: str) -> None:
+    def __init__(self, outbox: Outbox, url: str, *, lock: Any = None,
+                 on_applied: Callable[[FleetEvent, list[int]], None] | None = None) -> None:
         self.outbox = outbox
         self.robot_id = outbox.robot_id
         self.url = url
         self.stats = LinkStats()
+        self._lock = lock if lock is not None else contextlib.nullcontext()
+        self._on_applied = on_applied
         self._nc: Any = None
         self._js: Any = None
         self._sub: Any = None
@@ -237,7 +243,11 @@ class FleetLink:
                 self.stats.malformed += 1
                 self.stats.errors.append(f"{msg.subject}: {exc}")
             else:
-                self.stats.applied_suppressions += len(self.outbox.apply_remote(event))
+                with self._lock:  # the owner's write lock: one writer at a time
+                    ids = self.outbox.apply_remote(event)
+                self.stats.applied_suppressions += len(ids)
+                if ids and self._on_applied is not None:
+                    self._on_applied(event, ids)
             await msg.ack()
         return len(msgs)
 
@@ -246,6 +256,67 @@ class FleetLink:
         for _ in range(rounds):
             await self.publish_pending()
             await self.apply_incoming(wait)
+
+
+class FleetBridge:
+    """A :class:`FleetLink` on its own thread and event loop, for a node that is not
+    asyncio: every ``period`` seconds it publishes the outbox and applies what arrived.
+    A server that is not (yet) reachable is retried with back-off up to 10 s, each failure
+    reported once through ``log``; :meth:`stop` ends the loop and closes the connection."""
+
+    def __init__(self, outbox: Outbox, url: str, *, period: float = 0.2, lock: Any = None,
+                 on_applied: Callable[[FleetEvent, list[int]], None] | None = None,
+                 log: Callable[[str], None] = print) -> None:
+        self.outbox, self.url, self.period = outbox, url, float(period)
+        self._lock, self._on_applied, self._log = lock, on_applied, log
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.link: FleetLink | None = None
+        self.connected = False
+
+    @property
+    def stats(self) -> LinkStats:
+        """The current link's counters (empty before the first connection)."""
+        return self.link.stats if self.link is not None else LinkStats()
+
+    def start(self) -> FleetBridge:
+        """Start the thread."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
+                                        name="fleet-link", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop and wait for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    async def _main(self) -> None:
+        backoff, last_error = 0.5, ""
+        while not self._stop.is_set():
+            try:
+                link = FleetLink(self.outbox, self.url, lock=self._lock,
+                                 on_applied=self._on_applied)
+                async with link:
+                    self.link, self.connected, backoff = link, True, 0.5
+                    self._log(f"fleet link up: {self.url} as {self.outbox.robot_id}")
+                    while not self._stop.is_set():
+                        await link.publish_pending()
+                        await link.apply_incoming(wait=self.period)
+            except Exception as exc:  # server down, stream API unreachable: retry
+                self.connected = False
+                text = f"{type(exc).__name__}: {exc}"
+                if text != last_error:
+                    self._log(f"fleet link to {self.url} failed ({text}); retrying")
+                    last_error = text
+                end = time.monotonic() + backoff
+                while time.monotonic() < end and not self._stop.is_set():
+                    await asyncio.sleep(0.05)
+                backoff = min(backoff * 2, 10.0)
+        self.connected = False
 
 
 def run(coro: Any) -> Any:

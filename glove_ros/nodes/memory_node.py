@@ -32,7 +32,13 @@ Interfaces (relative names; remap in launch):
   pub  memory_stats         diagnostic_msgs/DiagnosticStatus  ingest counters (received,
                             committed, rejected, dropped, failed, dds_lost, queued)
   pub  /diagnostics         diagnostic_msgs/DiagnosticArray: database size and health,
-                            entries by status, pending queue, probe budget left
+                            entries by status, pending queue, probe budget left, fleet link
+
+Fleet (``fleet.url`` and ``fleet.robot_id`` set; docs/fleet.md): every memory event also
+goes to an outbox in the same SQLite transaction and is published to this robot's NATS
+leaf server; another robot's verified suppression hides the same stale memory here and
+queues it for this robot's own re-verification (a warning line and a ``memory_events``
+message say so).
 
 Lifecycle: configure validates parameters and opens the database (a corrupt file fails
 the transition and is left untouched); activate opens the interfaces; deactivate closes
@@ -135,6 +141,11 @@ PARAMS = (
     Param("verifier.stale_negative_after", 50, "transitions after which a stuck planner may "
           "re-test an unconfirmed negative memory"),
     Param("verifier.phase", "default", "label under which verification cost is counted (live)"),
+    Param("fleet.url", "", "this robot's NATS leaf server (e.g. nats://127.0.0.1:4222): share "
+          "verified memory with the fleet (docs/fleet.md); empty: no fleet", read_only=True),
+    Param("fleet.robot_id", "", "this robot's id in the fleet (required with fleet.url; the "
+          "leaf server's JetStream domain)", read_only=True),
+    Param("fleet.period", 0.2, "seconds between fleet publish / apply rounds", read_only=True),
 )
 
 
@@ -169,9 +180,11 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError("max_results must be > 0")
     if str(values["synchronous"]).upper() not in ("FULL", "NORMAL"):
         raise ValueError(f"synchronous must be FULL or NORMAL, got {values['synchronous']!r}")
-    for name in ("ingest.depth", "ingest.reply_timeout", "stats_period"):
+    for name in ("ingest.depth", "ingest.reply_timeout", "stats_period", "fleet.period"):
         if not float(values[name]) > 0:
             raise ValueError(f"{name} must be > 0, got {values[name]!r}")
+    if str(values["fleet.url"]).strip() and not str(values["fleet.robot_id"]).strip():
+        raise ValueError("fleet.url is set but fleet.robot_id is empty: name this robot")
     ingest_config(values)
     verifier_config(values).validate()
 
@@ -232,6 +245,8 @@ class MemoryNode(LifecycleNode):
         self._dds_lost = 0
         self._reported: dict[str, int] = {}
         self._probe_outcomes: dict[int, list[Transition]] = {}
+        self._fleet: Any = None  # glove_ros.fleet.FleetBridge while fleet.url is set
+        self._outbox: Any = None
         self._diagnostics = NodeDiagnostics(self, self._diagnose)
 
     # lifecycle -------------------------------------------------------------------------
@@ -251,6 +266,15 @@ class MemoryNode(LifecycleNode):
             self.get_logger().error(f"cannot configure memory: {exc}")
             self._close()
             return TransitionCallbackReturn.FAILURE
+        if str(values["fleet.url"]).strip():
+            try:  # before the verifier writes anything: every event goes to the outbox
+                from glove_ros.core.fleet import Outbox
+
+                self._outbox = Outbox(self._store, str(values["fleet.robot_id"]).strip())
+            except Exception as exc:
+                self.get_logger().error(f"cannot configure the fleet outbox: {exc}")
+                self._close()
+                return TransitionCallbackReturn.FAILURE
         if values["verifier.enabled"]:
             self._verifier = GloveVerifier(self._store, verifier_config(values))
             self._verifier.phase = str(values["verifier.phase"])
@@ -287,10 +311,23 @@ class MemoryNode(LifecycleNode):
         ]
         self._stats_timer = self.create_timer(
             float(self.get_parameter("stats_period").value), self._publish_stats)
+        if self._outbox is not None:
+            try:
+                from glove_ros.fleet import FleetBridge
+            except ImportError as exc:  # nats-py missing: the node works, unshared
+                self.get_logger().error(f"fleet.url set but {exc}: pip install "
+                                        "'glove_ros[fleet]'; memory is not shared")
+            else:
+                self._fleet = FleetBridge(
+                    self._outbox, str(self.get_parameter("fleet.url").value),
+                    period=float(self.get_parameter("fleet.period").value),
+                    lock=self._write_lock, on_applied=self._on_fleet_applied,
+                    log=self.get_logger().info).start()
         self.get_logger().info("memory active")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_fleet()
         if self._intake is not None:
             self._intake.close()
             self._intake = None
@@ -321,7 +358,20 @@ class MemoryNode(LifecycleNode):
         self._close()
         super().destroy_node()
 
+    def _stop_fleet(self) -> None:
+        if self._fleet is not None:
+            self._fleet.stop()
+            self._fleet = None
+
+    def _on_fleet_applied(self, event: Any, ids: list[int]) -> None:
+        self.get_logger().warning(
+            f"fleet: {event.robot_id} found {event.outcome!r} at {event.place[0]} "
+            f"{event.place[1]} {event.place[2]}".rstrip() + f" stale; {len(ids)} memory(ies) "
+            "here suppressed and queued for re-verification")
+
     def _close(self) -> None:
+        self._stop_fleet()
+        self._outbox = None
         if self._committer is not None:
             self._committer.close()  # commits what is queued first
             self._log_drops()
@@ -387,6 +437,12 @@ class MemoryNode(LifecycleNode):
             values["probe_budget_left"] = "unlimited" if left is None else left
         ingest = self.ingest_stats()
         values.update({f"ingest_{k}": v for k, v in sorted(ingest.items())})
+        if self._fleet is not None:
+            fs = self._fleet.stats
+            values.update({"fleet_connected": str(self._fleet.connected).lower(),
+                           "fleet_published": fs.published, "fleet_received": fs.received,
+                           "fleet_applied_suppressions": fs.applied_suppressions,
+                           "fleet_malformed": fs.malformed})
         lost = ingest["dropped"] + ingest["failed"] + ingest["dds_lost"]
         summary = f"{stats['total']} entries, {stats['pending']} pending re-verification"
         if lost:
