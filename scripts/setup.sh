@@ -114,8 +114,9 @@ fi
 
 # 7. repair the wheels' exported CMake paths, then colcon-build the interfaces
 step fix-ros-wheels "$VENV/bin/python" scripts/fix_ros_wheels.py "$VENV"
+# (the Python files are symlinked one by one: a module added since the last build needs one)
 if fresh colcon CMakeLists.txt cmake/* package.xml msg/* srv/* action/* requirements/ros.txt \
-   && [[ -f install/setup.bash ]]; then
+   <(find glove_ros launch -name '*.py' | sort) && [[ -f install/setup.bash ]]; then
   skip colcon-build
 else
   step colcon-build env AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV" \
@@ -157,7 +158,8 @@ else
   fi
   step jazzy-fix-wheels "$JVENV/bin/python" scripts/fix_ros_wheels.py "$JVENV"
   if fresh jazzy-colcon CMakeLists.txt cmake/* package.xml msg/* srv/* action/* \
-     requirements/ros-jazzy.txt && [[ -f install-jazzy/setup.bash ]]; then
+     requirements/ros-jazzy.txt <(find glove_ros launch -name '*.py' | sort) \
+     && [[ -f install-jazzy/setup.bash ]]; then
     skip jazzy-colcon-build
   else
     step jazzy-colcon-build env AMENT_PREFIX_PATH="$JVENV" CMAKE_PREFIX_PATH="$JVENV" \

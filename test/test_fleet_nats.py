@@ -128,3 +128,27 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
         b_store.close()
         for s in [*leaves.values(), hub]:
             s.stop()
+
+
+def test_bench_fleet_smoke(tmp_path):
+    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no outage phase) writes its JSON:
+    every suppression reached every other robot and the hub holds what was written."""
+    import json
+    import subprocess
+    import sys
+
+    try:
+        fl.nats_server_binary()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    out = subprocess.run(
+        [sys.executable, "-m", "glove_ros.cli", "bench", "fleet", "--robots", "3",
+         "--alerts", "3", "--duration", "2", "--rate", "20", "--outage", "0",
+         "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run,) = json.loads((tmp_path / "fleet.json").read_text())["runs"]
+    prop = run["propagation"]
+    assert prop["applied"] == 3 * 2 and prop["missed_after_30s"] == 0
+    assert run["throughput"]["catch_up_after_s"] is not None
+    assert run["partition"] is None and run["link_errors"] == 0
+    assert "alert->all" in out.stdout

@@ -365,14 +365,14 @@ class Outbox:
         robot's own event, or nothing to hide). The suppression and the "applied" mark
         commit in one transaction, so a redelivery after a crash changes nothing twice.
         """
-        if event.robot_id == self.robot_id:
-            return []
+        if (event.robot_id == self.robot_id or event.kind != "suppressed"
+                or not event.outcome or event.reason.startswith(FLEET_REASON)):
+            return []  # nothing to apply (and nothing to remember having applied)
         store = self.store
         with store.transaction():
             cur = store._exec("INSERT OR IGNORE INTO fleet_applied(event_id, applied) "
                               "VALUES(?, 0)", (event.event_id,))
-            if cur.rowcount == 0 or event.kind != "suppressed" or not event.outcome or (
-                    event.reason.startswith(FLEET_REASON)):
+            if cur.rowcount == 0:
                 return []
             state_key, action, action_arg = event.place
             rows = store._exec(
