@@ -14,10 +14,11 @@ reaches it, polling every 50 ms). Three phases, in order:
    commit each, FULL durability, each event fsynced by its leaf and the hub). Measured: the
    rate written, the hub's lag (events written but not yet in the hub's ``FLEET`` stream,
    sampled every 0.5 s) and the time the hub needs to catch up once writing stops.
-3. **Partition and rejoin**: the hub is stopped for ``--outage`` s while every robot keeps
-   writing (acknowledged by its own leaf server); then it restarts. Measured: events
-   written during the outage, the time until the hub holds every event, and whether the
-   hub's ids are exactly the robots' ids, each once (duplicates, missing).
+3. **Partition and rejoin**: the hub is killed (SIGKILL) and stays down for ``--outage`` s
+   while every robot keeps writing (acknowledged by its own leaf server); then it
+   restarts. Measured: events written during the outage, the time until the hub holds
+   every event, and whether the hub's ids are exactly the robots' ids, each once
+   (duplicates, missing).
 
 ``--json`` prints the document, also written to ``--out``/fleet.json (plus fleet.png).
 Not measured here (see docs/fleet.md): the value on a drifting world, kill -9 cases
@@ -50,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="suppressions propagated per fleet size (default %(default)s)")
     parser.add_argument("--rate", type=float, default=50.0,
                         help="transitions/s each robot writes in the throughput phase")
-    parser.add_argument("--duration", type=float, default=20.0,
+    parser.add_argument("--duration", type=float, default=60.0,
                         help="seconds of the throughput phase (default %(default)s)")
     parser.add_argument("--outage", type=float, default=10.0,
                         help="seconds the hub is down in the partition phase (0: skip it)")
@@ -250,7 +251,7 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
             await asyncio.gather(*tasks, return_exceptions=True)
             out["link_errors"] = sum(len(link.stats.errors) for link in f.links.values())
             return out
-        f.hub.stop()
+        f.hub.kill9()  # no clean shutdown: what it acknowledged must be on disk
         during = await f.write_for(args.outage_rate, args.outage, "out")
         f.hub.start()
         back = await f.until_hub_holds(f.written(), 180)
@@ -261,7 +262,7 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
             "hub_events": len(ids), "robot_events": len(mine),
             "duplicates_at_hub": len(ids) - len(set(ids)),
             "missing_at_hub": len(mine - set(ids)), "unknown_at_hub": len(set(ids) - mine)}
-        print(f"  N={n}: hub down {args.outage:.0f} s, {during} events written meanwhile; "
+        print(f"  N={n}: hub killed, down {args.outage:.0f} s, {during} events written meanwhile; "
               f"caught up {back} s after it returned; hub {len(ids)} events, robots "
               f"{len(mine)}", file=sys.stderr, flush=True)
         f.stop.set()
