@@ -131,8 +131,9 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
 
 
 def test_bench_fleet_smoke(tmp_path):
-    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no outage phase) writes its JSON:
-    every suppression reached every other robot and the hub holds what was written."""
+    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no outage phase; a 2-robot value
+    phase on the small world) writes its JSON: every suppression reached every other robot,
+    the hub holds what was written, and sharing never adds stale goals."""
     import json
     import subprocess
     import sys
@@ -144,9 +145,16 @@ def test_bench_fleet_smoke(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "glove_ros.cli", "bench", "fleet", "--robots", "3",
          "--alerts", "3", "--duration", "2", "--rate", "20", "--outage", "0",
-         "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+         "--value-robots", "2", "--world", "small", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    (run,) = json.loads((tmp_path / "fleet.json").read_text())["runs"]
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    (run,) = doc["runs"]
+    value = doc["value"]
+    assert value["robots"] == 2 and value["world"] == "small"
+    for arm in ("alone", "shared"):  # the same tasks in both arms
+        assert value[arm]["tasks_after_drift"] == value["alone"]["tasks_after_drift"] > 0
+    assert value["shared"]["stale_goals"] <= value["alone"]["stale_goals"]
     prop = run["propagation"]
     assert prop["applied"] == 3 * 2 and prop["missed_after_30s"] == 0
     assert run["throughput"]["catch_up_after_s"] is not None

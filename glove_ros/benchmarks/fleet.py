@@ -20,9 +20,20 @@ reaches it, polling every 50 ms). Three phases, in order:
    every event, and whether the hub's ids are exactly the robots' ids, each once
    (duplicates, missing).
 
+And, before them, **the value on a drifting world** (``--value-robots`` M, 0: skip): M
+robots, each its own simulated JetRover in the same world file (``--world``, default
+``jetrover_maze``: two blocks swap at episode 20; each robot its own task sequence, start
+waypoints and sensor noise: seed = robot index) with GLOVE-async memory in its own store,
+run the task sequence episode by episode, robot after robot. *Alone*: nothing shared.
+*Shared*: after each of its tasks a robot's outbox events are applied to every other
+robot's store (:meth:`Outbox.apply_remote`, the same call the fleet link makes; no
+network in this phase: the transport is measured above). Reported per arm after the
+drift: tasks, stale first goals (the robot drove first to where memory put the block but
+it was gone), steps per task, and the same for the robots that did not see the drift first.
+
 ``--json`` prints the document, also written to ``--out``/fleet.json (plus fleet.png).
-Not measured here (see docs/fleet.md): the value on a drifting world, kill -9 cases
-(tested in ``test_core_fleet.py`` / ``test_fleet_nats.py``), clock skew (``test_core_fleet``).
+Not measured here (see docs/fleet.md): kill -9 of a robot process (tested in
+``test_core_fleet.py``), clock skew (``test_core_fleet.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds the hub is down in the partition phase (0: skip it)")
     parser.add_argument("--outage-rate", type=float, default=5.0,
                         help="transitions/s each robot writes during the outage")
+    parser.add_argument("--value-robots", type=int, default=10,
+                        help="robots of the drifting-world value phase (0: skip it)")
+    parser.add_argument("--world", default="jetrover_maze",
+                        help="world of the value phase (bundled name or path)")
     parser.add_argument("--out", default="bench/results", help="directory for fleet.json")
     parser.add_argument("--stem", default="fleet", help="file name stem of the results")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
@@ -274,6 +289,66 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
     return out
 
 
+def run_value(world_name: str, robots: int, workdir: Path) -> dict[str, Any]:
+    """The drifting-world value phase (module docstring): alone vs shared."""
+    from glove_ros.benchmarks.jetrover import (
+        FAST_FRAME,
+        FAST_MIN_AREA,
+        FAST_NAV_DT,
+        BenchConfig,
+        ModeRunner,
+    )
+    from glove_ros.core.fleet import Outbox
+    from glove_ros.core.world import load_world
+    from glove_ros.paths import resolve_world
+
+    world = load_world(resolve_world(world_name))
+    drift = min((e.episode for e in world.drift_events() if e.episode is not None),
+                default=0)
+    out: dict[str, Any] = {"world": world.name, "robots": robots, "drift_episode": drift}
+    for arm in ("alone", "shared"):
+        runners, boxes = [], []
+        for i in range(robots):
+            cfg = BenchConfig(seed=i, frame_size=FAST_FRAME, detector_min_area=FAST_MIN_AREA,
+                              nav_dt=FAST_NAV_DT, common_noise=True, robot_id=f"r{i}")
+            runner = ModeRunner(world, "async", cfg, db_path=workdir / f"{arm}_r{i}.db")
+            runners.append(runner)
+            boxes.append(Outbox(runner.store, f"r{i}"))
+        sent = [0] * robots
+        try:
+            for ep in range(runners[0].episodes):
+                for i, runner in enumerate(runners):
+                    runner.run_episode(ep)
+                    if arm == "shared":
+                        events = boxes[i].events()[sent[i]:]
+                        sent[i] += len(events)
+                        for j, other in enumerate(boxes):
+                            if j != i:
+                                for e in events:
+                                    other.apply_remote(e)
+        finally:
+            for runner in runners:
+                runner.close()
+        after = [[e for e in r.results if e.episode >= drift] for r in runners]
+        first_seen = {}
+        for k, eps in enumerate(after):  # who met the drift first: the first stale goal
+            for e in eps:
+                if e.stale_goal:
+                    first_seen.setdefault(e.episode, k)
+        tasks = sum(len(a) for a in after)
+        steps = sum(e.task_steps for a in after for e in a)
+        out[arm] = {"tasks_after_drift": tasks,
+                    "stale_goals": sum(e.stale_goal for a in after for e in a),
+                    "steps_per_task": round(steps / max(1, tasks), 3),
+                    "success": round(sum(e.success for a in after for e in a) / max(1, tasks),
+                                     4),
+                    "stale_goals_per_robot": [sum(e.stale_goal for e in a) for a in after]}
+        print(f"  value, {arm}: {out[arm]['stale_goals']} stale first goals in {tasks} tasks "
+              f"after the drift, {out[arm]['steps_per_task']} steps/task",
+              file=sys.stderr, flush=True)
+    return out
+
+
 def format_table(doc: Mapping[str, Any]) -> str:
     """One line per fleet size and phase."""
     lines = ["robots  alert->all p50/p95/max ms  each p50/p95 ms  written/s  hub lag max  "
@@ -290,6 +365,14 @@ def format_table(doc: Mapping[str, Any]) -> str:
             f"  {q['written_during']:>15}  {q['caught_up_after_s']!s:>6}"
             f"  {q['hub_events']}/{q['robot_events']}  {q['duplicates_at_hub']:>3}"
             f"  {q['missing_at_hub']:>7}")
+    v = doc.get("value")
+    if v:
+        lines.append(f"value on '{v['world']}' ({v['robots']} robots, drift at episode "
+                     f"{v['drift_episode']}): stale first goals alone {v['alone']['stale_goals']}"
+                     f" vs shared {v['shared']['stale_goals']} (of "
+                     f"{v['alone']['tasks_after_drift']} tasks after the drift); steps/task "
+                     f"{v['alone']['steps_per_task']} vs {v['shared']['steps_per_task']}; "
+                     f"success {v['alone']['success']} vs {v['shared']['success']}")
     return "\n".join(lines)
 
 
@@ -335,6 +418,10 @@ def main(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 2 or args.alerts < 1:
         print("bench fleet: --robots needs sizes >= 2 and --alerts >= 1", file=sys.stderr)
         return 2
+    value = None
+    if args.value_robots > 0:
+        with tempfile.TemporaryDirectory(prefix="glove_fleet_value_") as tmp:
+            value = run_value(args.world, args.value_robots, Path(tmp))
     runs = []
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="glove_fleet_") as tmp:
@@ -343,10 +430,12 @@ def main(args: argparse.Namespace) -> int:
         "benchmark": "fleet",
         "settings": {"robots": sizes, "alerts": args.alerts, "rate": args.rate,
                      "duration_s": args.duration, "outage_s": args.outage,
-                     "outage_rate": args.outage_rate, "durability": "SQLite FULL; "
+                     "outage_rate": args.outage_rate, "value_robots": args.value_robots,
+                     "world": args.world, "durability": "SQLite FULL; "
                      "nats-server sync_interval always", "link_poll_s": 0.05},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "value": value,
         "runs": runs,
     }
     return write_results(doc, args.out, args.stem, write_plot, format_table, args.json)
