@@ -38,7 +38,7 @@ from typing import Any
 from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
 
 __all__ = ["FleetBridge", "FleetLink", "LinkStats", "NatsServer", "ensure_hub", "hub_config",
-           "leaf_config", "nats_server_binary"]
+           "leaf_config", "local_servers", "nats_server_binary"]
 
 HUB_DOMAIN = "hub"
 FLEET_STREAM = "FLEET"
@@ -134,6 +134,21 @@ class NatsServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def local_servers(robots: list[str], workdir: Path) -> tuple[NatsServer, dict[str, NatsServer]]:
+    """A hub and one leaf server per robot on free loopback ports, configured (stores,
+    configs and logs under ``workdir``) but not started: for tests, benchmarks and a
+    one-machine try-out."""
+    hub_port, leaf_port = free_port(), free_port()
+    hub = NatsServer("hub", hub_config(hub_port, leaf_port, workdir / "hub"), workdir,
+                     hub_port)
+    leaves = {}
+    for robot in robots:
+        port = free_port()
+        leaves[robot] = NatsServer(robot, leaf_config(
+            robot, port, f"nats-leaf://127.0.0.1:{leaf_port}", workdir / robot), workdir, port)
+    return hub, leaves
 
 
 async def ensure_hub(url: str, robots: list[str]) -> None:

@@ -55,14 +55,7 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
         fl.nats_server_binary()
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
-    hub_port, leaf_port = fl.free_port(), fl.free_port()
-    hub = fl.NatsServer("hub", fl.hub_config(hub_port, leaf_port, tmp_path / "hub"),
-                        tmp_path, hub_port)
-    leaves = {}
-    for robot in ("rA", "rB"):
-        port = fl.free_port()
-        leaves[robot] = fl.NatsServer(robot, fl.leaf_config(
-            robot, port, f"nats-leaf://127.0.0.1:{leaf_port}", tmp_path / robot), tmp_path, port)
+    hub, leaves = fl.local_servers(["rA", "rB"], tmp_path)
     a_store = ExperienceStore(str(tmp_path / "a.db"))
     b_store = ExperienceStore(str(tmp_path / "b.db"))
     try:

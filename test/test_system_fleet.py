@@ -36,16 +36,9 @@ def test_a_suppression_on_one_robot_reaches_the_other_robots_memory_node(tmp_pat
     from glove_ros.msg import MemoryEntry
     from glove_ros.srv import QueryMemory, RecordTransition
 
-    hub_port, leaf_port = fl.free_port(), fl.free_port()
-    servers = [fl.NatsServer("hub", fl.hub_config(hub_port, leaf_port, tmp_path / "hub"),
-                             tmp_path, hub_port)]
-    urls = {}
-    for robot in ("rA", "rB"):
-        port = fl.free_port()
-        servers.append(fl.NatsServer(robot, fl.leaf_config(
-            robot, port, f"nats-leaf://127.0.0.1:{leaf_port}", tmp_path / robot),
-            tmp_path, port))
-        urls[robot] = f"nats://127.0.0.1:{port}"
+    hub, leaves = fl.local_servers(["rA", "rB"], tmp_path)
+    servers = [hub, *leaves.values()]
+    urls = {robot: server.url for robot, server in leaves.items()}
     procs = {}
     try:
         for s in servers:

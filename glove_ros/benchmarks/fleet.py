@@ -91,14 +91,7 @@ class _Fleet:
 
         self.fl = fl
         self.robots = [f"r{i:02d}" for i in range(n)]
-        hub_port, leaf_port = fl.free_port(), fl.free_port()
-        self.hub = fl.NatsServer("hub", fl.hub_config(hub_port, leaf_port, workdir / "hub"),
-                                 workdir, hub_port)
-        self.leaves = {}
-        for r in self.robots:
-            port = fl.free_port()
-            self.leaves[r] = fl.NatsServer(r, fl.leaf_config(
-                r, port, f"nats-leaf://127.0.0.1:{leaf_port}", workdir / r), workdir, port)
+        self.hub, self.leaves = fl.local_servers(self.robots, workdir)
         self.stores = {r: ExperienceStore(str(workdir / f"{r}.db")) for r in self.robots}
         self.outboxes = {r: Outbox(self.stores[r], r) for r in self.robots}
         self.applied: dict[tuple[str, str], float] = {}  # (robot, place) -> time applied
