@@ -191,6 +191,34 @@ class _Session:
         except Exception:  # the context went away during shutdown
             pass
 
+    def in_group(self, group: Any, fn: Any, timeout: float = 10.0) -> Any:
+        """Run ``fn()`` on the executor, in callback group ``group``, and return its value.
+
+        rclpy's ActionClient sends a goal (or result) request and only then registers it;
+        called from another thread while the executor runs, the answer can be taken in
+        between and is dropped ("Ignoring unexpected goal response"), and the caller waits
+        for ever. Run in the client's mutually exclusive group, nothing of the client runs
+        until the request is registered."""
+        done, box = threading.Event(), {}
+
+        def once() -> None:
+            timer.cancel()
+            try:
+                box["value"] = fn()
+            except Exception as exc:  # handed to the caller
+                box["error"] = exc
+            done.set()
+
+        timer = self.node.create_timer(0.001, once, callback_group=group)
+        try:
+            if not done.wait(timeout):
+                raise TimeoutError("the executor did not run the request")
+        finally:
+            self.node.destroy_timer(timer)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
     def sleep(self, seconds: float) -> bool:
         """Sleep unless stopped; False when a signal arrived."""
         return not self.stop.wait(seconds)
@@ -227,7 +255,10 @@ def task_main(args: argparse.Namespace) -> int:
 
     s = _Session(args, "task")
     try:
-        client = ActionClient(s.node, RunTask, "run_task")
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+        group = MutuallyExclusiveCallbackGroup()  # requests are registered before answers
+        client = ActionClient(s.node, RunTask, "run_task", callback_group=group)
         deadline = time.monotonic() + args.wait
         while not client.wait_for_server(timeout_sec=0.5):
             if s.stop.is_set():
@@ -247,15 +278,15 @@ def task_main(args: argparse.Namespace) -> int:
         def on_feedback(msg: Any) -> None:
             print(f"  feedback: {fields_text(msg.feedback)}", flush=True)
 
-        handle = _wait(s, client.send_goal_async(goal, feedback_callback=on_feedback),
-                       args.wait)
+        handle = _wait(s, s.in_group(group, lambda: client.send_goal_async(
+            goal, feedback_callback=on_feedback)), args.wait)
         if handle is None or not handle.accepted:
             print("the planner rejected the task" if handle is not None else
                   "the planner did not answer the goal request", file=sys.stderr)
             return 1
-        response = _wait(s, handle.get_result_async(), args.timeout)
+        response = _wait(s, s.in_group(group, handle.get_result_async), args.timeout)
         if response is None:
-            handle.cancel_goal_async()
+            s.in_group(group, handle.cancel_goal_async)
             why = "interrupted" if s.stop.is_set() else f"no result after {args.timeout:.0f}s"
             print(f"{why}: task cancelled", file=sys.stderr)
             return 130 if s.stop.is_set() else 1

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ros
 
 from rosproc import NodeProcess, ros_client, wait_for  # noqa: E402
 
-STALL_TIMEOUT = 1.0
+STALL_TIMEOUT = 3.0  # a stalled base is "blocked" after this; long enough for a loaded CI machine
 
 
 class FakeBase:
