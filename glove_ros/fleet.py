@@ -162,12 +162,17 @@ async def ensure_hub(url: str, robots: list[str]) -> None:
         cfg = StreamConfig(name=FLEET_STREAM, sources=[
             StreamSource(name=f"MEM_{r}", external=ExternalStream(api=f"$JS.{r}.API"))
             for r in sorted(set(robots))])
-        try:
-            await js.add_stream(cfg)
-        except Exception:  # exists: add the new robots' sources
-            await js.update_stream(cfg)
+        await _put_stream(js, cfg)  # an existing stream gains the new robots' sources
     finally:
         await nc.close()
+
+
+async def _put_stream(js: Any, cfg: Any) -> None:
+    """Create stream ``cfg``, or update it to ``cfg`` where it already exists."""
+    try:
+        await js.add_stream(cfg)
+    except Exception:  # exists (with another configuration)
+        await js.update_stream(cfg)
 
 
 @dataclass
@@ -209,10 +214,7 @@ class FleetLink:
             StreamConfig(name=f"IN_{self.robot_id}", sources=[StreamSource(
                 name=FLEET_STREAM, external=ExternalStream(api=f"$JS.{HUB_DOMAIN}.API"))]),
         ):
-            try:
-                await self._js.add_stream(cfg)
-            except Exception:
-                await self._js.update_stream(cfg)
+            await _put_stream(self._js, cfg)
         self._sub = await self._js.pull_subscribe("", durable="apply",
                                                   stream=f"IN_{self.robot_id}")
         return self
