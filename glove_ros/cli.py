@@ -10,6 +10,7 @@ Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
 * ``launch``   start a deployment's nodes as processes (what ``ros2 launch`` does there)
 * ``task``     give the running graph a task ("find the red block"); feedback and result
 * ``watch``    live memory events of the running graph (dissonance, suppressions, probes)
+* ``fleet``    robots sharing memory: the building's hub, a robot's leaf server, status
 * ``sdf``      write the Gazebo SDF world generated from a world file
 * ``doctor``   check this environment: ROS 2, generated interfaces, models, discovery
 
@@ -130,9 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("ros_args", nargs=argparse.REMAINDER)
         p.set_defaults(func=_run_node)
 
-    from glove_ros import launcher, live
+    from glove_ros import fleet_cli, launcher, live
 
     launcher.add_parser(sub)
+    p = sub.add_parser("fleet", help="fleet memory servers (hub, a robot's leaf) and status",
+                       description=fleet_cli.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    fleet_cli.add_arguments(p)
     p = sub.add_parser("task", help="give the running robot a task; print feedback and result",
                        description=live.__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -37,8 +37,8 @@ from typing import Any
 
 from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
 
-__all__ = ["FleetBridge", "FleetLink", "LinkStats", "NatsServer", "ensure_hub", "hub_config",
-           "leaf_config", "local_servers", "nats_server_binary"]
+__all__ = ["FleetBridge", "FleetLink", "HubMessage", "LinkStats", "NatsServer", "ensure_hub",
+           "hub_config", "hub_messages", "leaf_config", "local_servers", "nats_server_binary"]
 
 HUB_DOMAIN = "hub"
 FLEET_STREAM = "FLEET"
@@ -55,16 +55,18 @@ def nats_server_binary() -> str:
     return found
 
 
-def _conf(name: str, port: int, domain: str, store_dir: Path, extra: str) -> str:
-    return (f"server_name: {name}\nlisten: 127.0.0.1:{port}\n"
+def _conf(name: str, port: int, domain: str, store_dir: Path, extra: str,
+          host: str = "127.0.0.1") -> str:
+    return (f"server_name: {name}\nlisten: {host}:{port}\n"
             f'jetstream {{ store_dir: "{store_dir}", domain: {domain}, '
             f"sync_interval: always }}\n{extra}\n")
 
 
 def hub_config(port: int, leaf_port: int, store_dir: Path, host: str = "127.0.0.1") -> str:
-    """The building hub: JetStream domain ``hub``, accepting robots' leaf connections."""
+    """The building hub: JetStream domain ``hub``, accepting robots' leaf connections and
+    clients (``glove-ros fleet status``) on ``host`` (``0.0.0.0``: every interface)."""
     return _conf("hub", port, HUB_DOMAIN, store_dir,
-                 f"leafnodes {{ listen: {host}:{leaf_port} }}")
+                 f"leafnodes {{ listen: {host}:{leaf_port} }}", host=host)
 
 
 def leaf_config(robot_id: str, port: int, hub_leaf_url: str, store_dir: Path) -> str:
@@ -96,11 +98,17 @@ class NatsServer:
         """Client URL of the server."""
         return f"nats://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> NatsServer:
-        """Start the process and wait until it accepts clients."""
+    def start(self, timeout: float = 20.0, die_with_parent: bool = False) -> NatsServer:
+        """Start the process and wait until it accepts clients. ``die_with_parent``
+        (Linux): the kernel stops the server when the thread that started it ends, also
+        by SIGKILL (for ``glove-ros fleet``: a restarted command must find its port free)."""
+        from glove_ros.launcher import die_with_parent as pdeathsig
+
         log = open(self.log_path, "a")  # noqa: SIM115 - the process owns it
-        self.proc = subprocess.Popen([nats_server_binary(), "-c", str(self.config_path)],
-                                     stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [nats_server_binary(), "-c", str(self.config_path)], stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=pdeathsig if die_with_parent and sys.platform == "linux" else None)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
@@ -151,18 +159,96 @@ def local_servers(robots: list[str], workdir: Path) -> tuple[NatsServer, dict[st
     return hub, leaves
 
 
-async def ensure_hub(url: str, robots: list[str]) -> None:
-    """Create or update the hub's ``FLEET`` stream to source every robot's ``MEM_`` stream."""
+async def ensure_hub(url: str, robots: list[str], timeout: float = 5.0) -> list[str]:
+    """Create the hub's ``FLEET`` stream, or add robots' ``MEM_`` streams to its sources;
+    a robot already sourced is kept, none is removed. Returns the robots it now sources.
+
+    ``url`` is the hub's client URL or a robot's own leaf server (the hub's stream API is
+    reached through the leaf connection): that is how a robot registers itself
+    (``glove-ros fleet leaf``).
+    """
     import nats
     from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
-    nc = await nats.connect(url)
+    nc = await nats.connect(url, connect_timeout=timeout, max_reconnect_attempts=0)
     try:
-        js = nc.jetstream(domain=HUB_DOMAIN)
-        cfg = StreamConfig(name=FLEET_STREAM, sources=[
-            StreamSource(name=f"MEM_{r}", external=ExternalStream(api=f"$JS.{r}.API"))
-            for r in sorted(set(robots))])
-        await _put_stream(js, cfg)  # an existing stream gains the new robots' sources
+        js = nc.jetstream(domain=HUB_DOMAIN, timeout=timeout)
+        try:
+            info = await js.stream_info(FLEET_STREAM)
+            have = {src.name.removeprefix("MEM_") for src in info.config.sources or []}
+        except nats.js.errors.NotFoundError:
+            have = set()
+        want = have | set(robots)
+        if want != have or not have:
+            cfg = StreamConfig(name=FLEET_STREAM, sources=[
+                StreamSource(name=f"MEM_{r}", external=ExternalStream(api=f"$JS.{r}.API"))
+                for r in sorted(want)])
+            await _put_stream(js, cfg)  # an existing stream gains the new robots' sources
+        return sorted(want)
+    finally:
+        await nc.close()
+
+
+async def ensure_robot_streams(js: Any, robot_id: str) -> None:
+    """Create (or update) a robot's ``MEM_<robot>`` and ``IN_<robot>`` streams through
+    ``js``, a JetStream context of the robot's own domain."""
+    from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+    for cfg in (
+        StreamConfig(name=f"MEM_{robot_id}", subjects=[f"glove.mem.{robot_id}.>"]),
+        StreamConfig(name=f"IN_{robot_id}", sources=[StreamSource(
+            name=FLEET_STREAM, external=ExternalStream(api=f"$JS.{HUB_DOMAIN}.API"))]),
+    ):
+        await _put_stream(js, cfg)
+
+
+async def prepare_robot(url: str, robot_id: str, timeout: float = 5.0) -> None:
+    """Create a robot's streams on its own leaf server at ``url`` (before it registers at
+    the hub: a hub sourcing a stream that does not exist yet backs off for many seconds)."""
+    import nats
+
+    nc = await nats.connect(url, connect_timeout=timeout, max_reconnect_attempts=0)
+    try:
+        await ensure_robot_streams(nc.jetstream(domain=robot_id, timeout=timeout), robot_id)
+    finally:
+        await nc.close()
+
+
+@dataclass
+class HubMessage:
+    """One message of the hub's ``FLEET`` stream: its ``Nats-Msg-Id``, the time the hub
+    stored it, and the event (None when the payload is not a valid event)."""
+
+    msg_id: str
+    stored: float  # epoch seconds
+    event: FleetEvent | None
+    subject: str = ""
+
+
+async def hub_messages(url: str, timeout: float = 5.0) -> list[HubMessage]:
+    """Every message of the hub's ``FLEET`` stream in stream order, duplicates kept
+    (an ephemeral consumer without acks: reading changes nothing on the hub)."""
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    nc = await nats.connect(url, connect_timeout=timeout, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(domain=HUB_DOMAIN, timeout=timeout)
+        sub = await js.pull_subscribe("", stream=FLEET_STREAM, config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, inactive_threshold=30.0))
+        out: list[HubMessage] = []
+        while True:
+            try:
+                msgs = await sub.fetch(1000, timeout=1.0)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                return out
+            for m in msgs:
+                try:
+                    event: FleetEvent | None = FleetEvent.from_json(m.data)
+                except FleetError:
+                    event = None
+                out.append(HubMessage((m.headers or {}).get("Nats-Msg-Id", ""),
+                                      m.metadata.timestamp.timestamp(), event, m.subject))
     finally:
         await nc.close()
 
@@ -189,39 +275,74 @@ class LinkStats:
 
 class FleetLink:
     """One robot's link to the fleet: drains its outbox into ``MEM_<robot>`` and applies
-    ``IN_<robot>`` to its store. Use from one asyncio task (``async with``)."""
+    ``IN_<robot>`` to its store. Use on one event loop (``async with``); :meth:`run`
+    publishes and applies side by side until told to stop."""
+
+    #: the longest one pull request for ``IN_<robot>`` stays open in :meth:`run` (s): it
+    #: returns as soon as an event arrives, and the next one is made at once
+    apply_wait = 0.5
 
     def __init__(self, outbox: Outbox, url: str, *, lock: Any = None,
-                 on_applied: Callable[[FleetEvent, list[int]], None] | None = None) -> None:
+                 on_applied: Callable[[FleetEvent, list[int]], None] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
         self.outbox = outbox
         self.robot_id = outbox.robot_id
         self.url = url
         self.stats = LinkStats()
+        self._log = log
+        self._said = ""  # the last connection error reported (each new one once)
         self._lock = lock if lock is not None else contextlib.nullcontext()
         self._on_applied = on_applied
         self._nc: Any = None
         self._js: Any = None
         self._sub: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None  # set: the outbox may hold a new event
 
     async def __aenter__(self) -> FleetLink:
         import nats
-        from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
-        self._nc = await nats.connect(self.url, max_reconnect_attempts=-1)
-        self._js = self._nc.jetstream(domain=self.robot_id)
-        for cfg in (
-            StreamConfig(name=f"MEM_{self.robot_id}", subjects=[f"glove.mem.{self.robot_id}.>"]),
-            StreamConfig(name=f"IN_{self.robot_id}", sources=[StreamSource(
-                name=FLEET_STREAM, external=ExternalStream(api=f"$JS.{HUB_DOMAIN}.API"))]),
-        ):
-            await _put_stream(self._js, cfg)
-        self._sub = await self._js.pull_subscribe("", durable="apply",
-                                                  stream=f"IN_{self.robot_id}")
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+
+        async def reconnected() -> None:  # what was held back meanwhile goes out at once
+            self._said = ""
+            if self._log is not None:
+                self._log(f"fleet link to {self.url} reconnected")
+            self.wake()
+
+        async def error(exc: Exception) -> None:  # one line per new error, no traceback
+            text = f"{type(exc).__name__}: {exc}".strip()
+            if text != self._said and self._log is not None:
+                self._log(f"fleet link to {self.url}: {text} (reconnecting)")
+            self._said = text
+
+        self._nc = await nats.connect(self.url, max_reconnect_attempts=-1,
+                                      reconnected_cb=reconnected, error_cb=error)
+        try:
+            self._js = self._nc.jetstream(domain=self.robot_id)
+            await ensure_robot_streams(self._js, self.robot_id)
+            self._sub = await self._js.pull_subscribe("", durable="apply",
+                                                      stream=f"IN_{self.robot_id}")
+        except BaseException:  # no __aexit__ follows: a retrying bridge must not leak it
+            await self._nc.close()
+            raise
+        self.outbox.store.add_listener(self._committed)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
+        self.outbox.store.remove_listener(self._committed)
         if self._nc is not None:
             await self._nc.close()
+
+    def _committed(self, _event: Any) -> None:
+        """Store listener (any thread): a commit may have added an outbox event."""
+        self.wake()
+
+    def wake(self) -> None:
+        """Make :meth:`run` look at the outbox now (thread-safe)."""
+        if self._loop is not None and self._wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
+                self._loop.call_soon_threadsafe(self._wake.set)
 
     async def publish_pending(self, batch: int = 500) -> int:
         """Send every unsent outbox event (acknowledged by the robot's own server, so this
@@ -274,12 +395,57 @@ class FleetLink:
             await self.publish_pending()
             await self.apply_incoming(wait)
 
+    async def run(self, until: Callable[[], bool], period: float = 0.2,
+                  wait: float | None = None) -> None:
+        """Publish and apply, side by side, until ``until()`` is true.
+
+        The publisher sends the outbox as soon as the store commits (a store listener
+        wakes it) and also every ``period`` s (events written by another connection to the
+        file). The applier keeps one pull request for ``IN_<robot>`` open (up to ``wait`` s,
+        default :attr:`apply_wait`, then at once the next), so an arriving event is applied
+        within milliseconds, whatever the publisher is doing. The first error stops both
+        (the other finishes its round: nothing fetched is left unapplied and unacked) and
+        is raised. Stopping takes up to ``max(period, wait)`` s (:meth:`wake` shortens the
+        publisher's part)."""
+        wait = self.apply_wait if wait is None else wait
+        if self._wake is None:
+            raise RuntimeError("FleetLink.run needs the link open ('async with')")
+        wake = self._wake
+        failed: list[Exception] = []
+
+        def done() -> bool:
+            return bool(failed) or until()
+
+        async def publish_round() -> None:
+            wake.clear()  # before reading the outbox: a commit from now on wakes us again
+            await self.publish_pending()
+            if not done():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(wake.wait(), period)
+
+        async def apply_round() -> None:
+            await self.apply_incoming(wait=wait)
+
+        async def loop(round_: Callable[[], Any]) -> None:
+            try:
+                while not done():
+                    await round_()
+            except Exception as exc:
+                failed.append(exc)
+                wake.set()  # the publisher sees it now, not after its period
+
+        await asyncio.gather(loop(publish_round), loop(apply_round))
+        if failed:
+            raise failed[0]
+
 
 class FleetBridge:
     """A :class:`FleetLink` on its own thread and event loop, for a node that is not
-    asyncio: every ``period`` seconds it publishes the outbox and applies what arrived.
-    A server that is not (yet) reachable is retried with back-off up to 10 s, each failure
-    reported once through ``log``; :meth:`stop` ends the loop and closes the connection."""
+    asyncio (:meth:`FleetLink.run`): it publishes each outbox event as soon as the store
+    commits it (and looks every ``period`` seconds) and applies what arrives as soon as it
+    arrives. A server that is not (yet) reachable is retried with back-off up to 10 s,
+    each failure reported once through ``log``; :meth:`stop` ends the loop and closes the
+    connection."""
 
     def __init__(self, outbox: Outbox, url: str, *, period: float = 0.2, lock: Any = None,
                  on_applied: Callable[[FleetEvent, list[int]], None] | None = None,
@@ -307,6 +473,8 @@ class FleetBridge:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the loop and wait for the thread."""
         self._stop.set()
+        if self.link is not None:
+            self.link.wake()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -316,13 +484,11 @@ class FleetBridge:
         while not self._stop.is_set():
             try:
                 link = FleetLink(self.outbox, self.url, lock=self._lock,
-                                 on_applied=self._on_applied)
+                                 on_applied=self._on_applied, log=self._log)
                 async with link:
                     self.link, self.connected, backoff = link, True, 0.5
                     self._log(f"fleet link up: {self.url} as {self.outbox.robot_id}")
-                    while not self._stop.is_set():
-                        await link.publish_pending()
-                        await link.apply_incoming(wait=self.period)
+                    await link.run(self._stop.is_set, period=self.period)
             except Exception as exc:  # server down, stream API unreachable: retry
                 self.connected = False
                 text = f"{type(exc).__name__}: {exc}"

@@ -61,7 +61,50 @@ def add_parser(sub: Any) -> None:
                    "(default: 5)")
     p.add_argument("--stop-timeout", type=float, default=10.0,
                    help="seconds a node gets to stop before SIGKILL (default: 10)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NODE.NAME:=VALUE",
+                   help="set one node parameter over the file, e.g. "
+                   "memory.db_path:=/data/robot1.db (repeatable)")
+    g = p.add_argument_group(
+        "fleet memory (docs/fleet.md)",
+        "With --fleet-robot, this robot's NATS leaf server starts with the nodes (supervised "
+        "like them) and the memory node shares verified memory through it with every robot "
+        "of the building's hub ('glove-ros fleet hub').")
+    g.add_argument("--fleet-robot", default="", metavar="ID",
+                   help="this robot's id in the fleet (its JetStream domain)")
+    g.add_argument("--fleet-hub", default="", metavar="URL",
+                   help="the hub's leaf URL, e.g. nats-leaf://server:7422")
+    g.add_argument("--fleet-port", type=int, default=4222,
+                   help="client port of this robot's leaf server on 127.0.0.1 (default 4222;"
+                   " one per robot on a shared machine)")
+    g.add_argument("--fleet-store", default="",
+                   help="folder of the leaf server's JetStream files (default: "
+                   "~/.local/state/glove_ros/fleet/<ID>)")
     p.set_defaults(func=launch)
+
+
+def parse_params(items: list[str], nodes: list[str]) -> dict[str, dict[str, str]]:
+    """``NODE.NAME:=VALUE`` items as {node: {name: value}}; ValueError names a bad one."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        key, sep, value = item.partition(":=")
+        node, dot, name = key.partition(".")
+        if not (sep and dot and node and name):
+            raise ValueError(f"--param {item!r}: expected NODE.NAME:=VALUE, e.g. "
+                             "memory.db_path:=/data/robot1.db")
+        if node not in nodes:
+            raise ValueError(f"--param {item!r}: no node '{node}' in this deployment "
+                             f"({', '.join(nodes)})")
+        out.setdefault(node, {})[name] = value
+    return out
+
+
+def fleet_child(args: argparse.Namespace) -> tuple[list[str], dict[str, str]] | None:
+    """The leaf server's command and the memory node's fleet parameters, or None without
+    ``--fleet-robot``; ValueError when the options do not fit together."""
+    from glove_ros.fleet_cli import leaf_launch
+
+    return leaf_launch(args.fleet_robot, args.fleet_hub, args.fleet_port, args.fleet_store,
+                       "--fleet-")
 
 
 def _positive_int(text: str) -> int:
@@ -107,7 +150,7 @@ class _Child:
     restarts: int = 0
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     """Linux: ask the kernel to SIGTERM this child when the launcher dies (even by SIGKILL)."""
     try:
         import ctypes
@@ -123,7 +166,7 @@ def start_process(cmd: list[str], env: Mapping[str, str] | None = None, **kwargs
     """Start a node process in its own session that dies with its parent (Linux)."""
     return subprocess.Popen(cmd, env=dict(env) if env is not None else None,
                             start_new_session=True,
-                            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                            preexec_fn=die_with_parent if sys.platform == "linux" else None,
                             **kwargs)
 
 
@@ -262,6 +305,19 @@ def launch(args: argparse.Namespace) -> int:
     stop = _Stop()
     stop.install()  # before anything slow: a Ctrl-C now must not print a traceback
     dep = graph.deployment(args.deployment)
+    try:
+        overrides = parse_params(args.param, [n.name for n in dep.nodes])
+        leaf = fleet_child(args)
+    except ValueError as exc:
+        stop.restore()
+        print(f"glove-ros launch: {exc}", file=sys.stderr)
+        return 2
+    if leaf is not None:
+        if "memory" not in {n.name for n in dep.nodes}:
+            stop.restore()
+            print(f"glove-ros launch: {dep.name} has no memory node to share", file=sys.stderr)
+            return 2
+        overrides.setdefault("memory", {}).update(leaf[1])
     params = args.params_file or str(resolve_config(dep.config))
     env = dict(os.environ)
     if env.get("ROS_DOMAIN_ID"):
@@ -280,13 +336,16 @@ def launch(args: argparse.Namespace) -> int:
                                     "deployment": dep.name, "namespace": args.namespace,
                                     "params_file": params, "started": time.time()}))
     children = [
-        _Child(spec.name, graph.process_command(spec, params, namespace=args.namespace,
+        _Child(spec.name, graph.process_command(spec, params, overrides.get(spec.name, {}),
+                                                namespace=args.namespace,
                                                 deployment_name=dep.name,
                                                 log_level=args.log_level,
                                                 exit_on_failure=True),
                Backoff(max_restarts=args.max_restarts))
         for spec in dep.nodes
     ]
+    if leaf is not None:  # first: the memory node's link finds its server up
+        children.insert(0, _Child("fleet-leaf", leaf[0], Backoff(max_restarts=args.max_restarts)))
     code = 0
     try:
         for c in children:

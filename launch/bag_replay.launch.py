@@ -6,7 +6,7 @@
 Uses simulated time from the bag's /clock (config/bag_replay.yaml).
 
 Arguments (launch/glove_common.py): params_file, namespace, use_sim_time, log_level,
-respawn, respawn_delay.
+respawn, respawn_delay, fleet_robot, fleet_hub, fleet_port.
 """
 
 import os

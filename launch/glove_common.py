@@ -11,6 +11,10 @@ Every deployment takes the same launch arguments:
   respawn       restart a node that exits (true/false), after respawn_delay seconds; with
                 true a node whose configure fails exits (exit_on_failure) to be restarted,
                 with false it stays alive unconfigured for `ros2 lifecycle set`
+  fleet_robot   '' = no fleet; else this robot's fleet id: its NATS leaf server starts with
+                the nodes and the memory node shares verified memory (docs/fleet.md)
+  fleet_hub     the building hub's leaf URL, e.g. nats-leaf://server:7422
+  fleet_port    the leaf server's client port on 127.0.0.1 (default 4222)
 The nodes are built in an OpaqueFunction, where the arguments are plain strings, so the
 same code runs on Humble, Jazzy and Kilted.
 """
@@ -18,10 +22,11 @@ same code runs on Humble, Jazzy and Kilted.
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from glove_ros.fleet_cli import leaf_launch
 from glove_ros.graph import deployment, launch_nodes
 
 BOOL = {"true": True, "false": False, "1": True, "0": False}
@@ -55,6 +60,12 @@ def glove_arguments(config: str):
                               description="restart a node that exits"),
         DeclareLaunchArgument("respawn_delay", default_value="2.0",
                               description="seconds before a respawn"),
+        DeclareLaunchArgument("fleet_robot", default_value="",
+                              description="'' = no fleet; else this robot's fleet id"),
+        DeclareLaunchArgument("fleet_hub", default_value="",
+                              description="the hub's leaf URL, e.g. nats-leaf://server:7422"),
+        DeclareLaunchArgument("fleet_port", default_value="4222",
+                              description="this robot's leaf server port on 127.0.0.1"),
     ]
 
 
@@ -67,6 +78,14 @@ def _nodes(context, deployment_name: str, node_params: dict):
     extra = {node: {k: (v.perform(context) if hasattr(v, "perform") else v)
                     for k, v in values.items()} for node, values in node_params.items()}
     nodes = []
+    leaf = leaf_launch(arg("fleet_robot"), arg("fleet_hub"), arg("fleet_port"))
+    if leaf is not None:
+        if "memory" not in {spec.name for spec in dep.nodes}:
+            raise ValueError(f"fleet_robot: {dep.name} has no memory node to share")
+        extra["memory"] = {**extra.get("memory", {}), **leaf[1]}
+        nodes.append(ExecuteProcess(cmd=leaf[0], name="fleet_leaf", output="screen",
+                                    respawn=respawn,
+                                    respawn_delay=float(arg("respawn_delay"))))
     for spec in launch_nodes(dep, arg("namespace"),
                              _flag(arg("use_sim_time"), "use_sim_time", allow_empty=True),
                              arg("log_level"), exit_on_failure=respawn):

@@ -9,7 +9,7 @@ served by the waypoint_nav node over Nav2's navigate_to_pose action, with the ma
 from amcl_pose. Start the robot's bringup (camera, chassis, Nav2 with AMCL) first.
 
 Arguments (launch/glove_common.py): params_file, namespace, use_sim_time, log_level,
-respawn, respawn_delay.
+respawn, respawn_delay, fleet_robot, fleet_hub, fleet_port.
 """
 
 import os

@@ -5,7 +5,7 @@
 Without the ROS 2 launch tooling the same graph starts with `glove-ros launch sim`.
 
 Arguments (launch/glove_common.py): params_file, namespace, use_sim_time, log_level,
-respawn, respawn_delay.
+respawn, respawn_delay, fleet_robot, fleet_hub, fleet_port.
 """
 
 import os

@@ -124,9 +124,11 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
 
 
 def test_bench_fleet_smoke(tmp_path):
-    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no outage phase; a 2-robot value
-    phase on the small world) writes its JSON: every suppression reached every other robot,
-    the hub holds what was written, and sharing never adds stale goals."""
+    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no hub outage and no leaf
+    restart; three crashes of 3 events; a 2-robot value phase on the small world) writes
+    its JSON: every suppression reached every other robot, the hub holds what was written,
+    a robot killed with SIGKILL mid-publish loses and duplicates nothing, and sharing never
+    adds stale goals."""
     import json
     import subprocess
     import sys
@@ -138,6 +140,7 @@ def test_bench_fleet_smoke(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "glove_ros.cli", "bench", "fleet", "--robots", "3",
          "--alerts", "3", "--duration", "2", "--rate", "20", "--outage", "0",
+         "--leaf-outage", "0", "--crash-events", "3",
          "--value-robots", "2", "--world", "small", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -152,4 +155,12 @@ def test_bench_fleet_smoke(tmp_path):
     assert prop["applied"] == 3 * 2 and prop["missed_after_30s"] == 0
     assert run["throughput"]["catch_up_after_s"] is not None
     assert run["partition"] is None and run["link_errors"] == 0
+    assert run["leaf_restart"] is None
+    acked = {"before_publish": 0, "mid_batch": 2, "after_ack": 3}  # of 3, before the kill
+    for name, n in acked.items():
+        crash = run["crashes"][name]
+        assert crash["same_ids_pending"] and crash["pending_after_restart"] == 3
+        assert crash["duplicates_at_server"] == crash["acked_before_kill"] == n
+        assert crash["lost"] == crash["duplicates_at_hub"] == crash["missing_at_hub"] == 0
+    assert "robot killed -9" in out.stdout
     assert "alert->all" in out.stdout

@@ -5,7 +5,9 @@ What must hold: both robots remember the red block at room_a; robot A's verifier
 gone (two looks see blue) and suppresses its memory; robot B's memory node applies A's
 event through the fleet: B's own red memories at room_a become suppressed with a "fleet:"
 reason and room_a is queued for B's re-verification, while B's other memories stay trusted
-and both nodes stay up. Nothing is recorded in B for it (its entry count is unchanged).
+and both nodes stay up; nothing is recorded in B for it (its entry count is unchanged); a
+subscriber that joins B's graph afterwards still receives the suppression on the latched
+``fleet_suppressions`` topic.
 """
 
 from __future__ import annotations
@@ -87,6 +89,19 @@ def test_a_suppression_on_one_robot_reaches_the_other_robots_memory_node(tmp_pat
             assert all(e.status == MemoryEntry.STATUS_TRUSTED for e in entries
                        if e.transition.state_key == "hall")
             assert "fleet: rA found 'colors=red'" in procs["rB"].log()
+            # a subscriber that joins after the fact still gets it (transient local)
+            from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+            from glove_ros.msg import MemoryEvent
+
+            got = []
+            node.create_subscription(MemoryEvent, "/rB/fleet_suppressions", got.append,
+                                     QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                                                durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            wait_for(lambda: len(got) == 1, 30, "the latched fleet_suppressions message", logs)
+            assert got[0].kind == MemoryEvent.SUPPRESSED and got[0].state_key == "room_a"
+            assert sorted(got[0].entry_ids) == sorted(e.id for e in b_suppressed())
+            assert got[0].reason.startswith("fleet: rA found 'colors=red' at room_a look stale")
             assert all(p.alive() for p in procs.values()), logs()
     finally:
         for p in procs.values():

@@ -132,6 +132,23 @@ def test_defaults_stay_alive_on_a_failed_configure_and_take_the_installed_config
     assert ("pose", "amcl_pose") in nodes["waypoint_nav"].remappings
 
 
+def test_fleet_robot_starts_its_leaf_server_and_points_memory_at_it(monkeypatch):
+    _, *actions = _evaluate("jetrover", monkeypatch)
+    assert not [a for a in actions if isinstance(a, standin.ExecuteProcess)]  # no fleet
+    _, *actions = _evaluate("jetrover", monkeypatch, fleet_robot="robot1",
+                            fleet_hub="nats-leaf://server:7422", fleet_port="4300",
+                            respawn="true")
+    leaf = [a for a in actions if isinstance(a, standin.ExecuteProcess)]
+    assert len(leaf) == 1 and leaf[0].respawn is True
+    assert leaf[0].cmd[-7:] == ["fleet", "leaf", "robot1", "--hub", "nats-leaf://server:7422",
+                                "--port", "4300"]
+    memory = _nodes(actions)["memory"]
+    assert memory.parameters[1]["fleet.url"] == "nats://127.0.0.1:4300"
+    assert memory.parameters[1]["fleet.robot_id"] == "robot1"
+    with pytest.raises(ValueError, match="fleet_robot needs fleet_hub"):
+        _evaluate("jetrover", monkeypatch, fleet_robot="robot1")
+
+
 def test_gazebo_launch_starts_gz_and_bridges_the_robot_topics(monkeypatch):
     with pytest.raises(ValueError, match="'sdf' was not provided"):
         _evaluate("gazebo", monkeypatch)

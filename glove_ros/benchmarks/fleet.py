@@ -3,7 +3,7 @@
 For each fleet size N (``--robots``): one hub and N leaf servers (``nats-server``,
 ``sync_interval: always``), N SQLite experience stores each with its outbox, and N fleet
 links running concurrently in this process (each publishes its outbox and applies what
-reaches it, polling every 50 ms). Three phases, in order:
+reaches it, polling every 50 ms). Five phases, in order:
 
 1. **Alert propagation**: every robot remembers the red block at the same ``--alerts``
    places; for alert k robot k mod N suppresses its memory of place k (as its verifier
@@ -19,6 +19,21 @@ reaches it, polling every 50 ms). Three phases, in order:
    restarts. Measured: events written during the outage, the time until the hub holds
    every event, and whether the hub's ids are exactly the robots' ids, each once
    (duplicates, missing).
+4. **Leaf restart**: the first robot's own leaf server is stopped for ``--leaf-outage`` s
+   while every robot keeps writing (at ``--outage-rate``), then restarted; the links keep
+   running. Measured: the robot's events written meanwhile and whether all of them stayed
+   pending in its outbox, the time after the restart until its link has published them,
+   until the hub holds all of its events (and everyone's), and until its ``IN_`` stream
+   holds everything again; its ids at the hub against its outbox, one by one.
+5. **Crashes** (the links stopped): the first robot's process (a child process on the
+   robot's SQLite file and leaf server, :func:`crash_robot`) publishes ``--crash-events``
+   transitions, commits as many more and kills itself with SIGKILL: before publishing
+   them, after its server acknowledged half of them, after it acknowledged all of them
+   (never marked sent in the outbox). The restart (:func:`recover_robot`) reopens the file
+   and publishes what is pending. Measured per crash: ids pending after the restart (the
+   same as before the kill?), re-sends the server found duplicate, ids lost and duplicated
+   at the hub (the hub's ids against the outbox's, one by one), the time from reopening
+   the file until every pending event is acknowledged and until the hub holds them.
 
 And, before them, **the value on a drifting world** (``--value-robots`` M, 0: skip): M
 robots, each its own simulated JetRover in the same world file (``--world``, default
@@ -32,8 +47,8 @@ drift: tasks, stale first goals (the robot drove first to where memory put the b
 it was gone), steps per task, and the same for the robots that did not see the drift first.
 
 ``--json`` prints the document, also written to ``--out``/fleet.json (plus fleet.png).
-Not measured here (see docs/fleet.md): kill -9 of a robot process (tested in
-``test_core_fleet.py``), clock skew (``test_core_fleet.py``).
+The same faults are tests in ``test/test_fleet_faults.py``. Not measured here (see
+docs/fleet.md): clock skew (``test_core_fleet.py``).
 """
 
 from __future__ import annotations
@@ -64,10 +79,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="transitions/s each robot writes in the throughput phase")
     parser.add_argument("--duration", type=float, default=60.0,
                         help="seconds of the throughput phase (default %(default)s)")
-    parser.add_argument("--outage", type=float, default=10.0,
+    parser.add_argument("--outage", type=float, default=30.0,
                         help="seconds the hub is down in the partition phase (0: skip it)")
     parser.add_argument("--outage-rate", type=float, default=5.0,
-                        help="transitions/s each robot writes during the outage")
+                        help="transitions/s each robot writes during the outage and the "
+                        "leaf restart")
+    parser.add_argument("--leaf-outage", type=float, default=5.0,
+                        help="seconds one robot's own leaf server is down in the leaf "
+                        "restart phase (0: skip it)")
+    parser.add_argument("--crash-events", type=int, default=20,
+                        help="events committed by the robot process killed in each crash "
+                        "of the crashes phase (0: skip it)")
     parser.add_argument("--value-robots", type=int, default=10,
                         help="robots of the drifting-world value phase (0: skip it)")
     parser.add_argument("--world", default="jetrover_maze",
@@ -119,11 +141,10 @@ class _Fleet:
         async with link:
             self.links[robot] = link
             while not self.stop.is_set():
-                try:
-                    await link.publish_pending()
+                try:  # publish on each commit (and every 50 ms), apply on arrival
+                    await link.run(self.stop.is_set, period=0.05)
                 except Exception:  # the server is busy or restarting: try again
                     await asyncio.sleep(0.05)
-                await link.apply_incoming(wait=0.05)
 
     async def hub_count(self) -> int | None:
         import nats
@@ -200,7 +221,11 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
     out: dict[str, Any] = {"robots": n}
     try:
         f.start_servers()
-        await f.fl.ensure_hub(f.hub.url, f.robots)
+        # In the order of a deployment: the hub's FLEET stream exists before the robots'
+        # IN_ streams source it, and sources a robot's MEM_ stream only once it exists (a
+        # source whose stream is missing is retried by the server 12 s later: the first
+        # alert took 11-12 s to reach the hub when FLEET was created with all sources here)
+        await f.fl.ensure_hub(f.hub.url, [])
         places = [f"place{k}" for k in range(args.alerts)]
         entry: dict[tuple[str, str], int] = {}
         for r in f.robots:
@@ -210,6 +235,12 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
         tasks = [asyncio.create_task(f.run_link(r)) for r in f.robots]
         start = time.perf_counter()
         while len(f.links) < n and time.perf_counter() - start < 60:
+            await asyncio.sleep(0.05)
+        await f.fl.ensure_hub(f.hub.url, f.robots)  # every MEM_ stream exists now
+        # measure from a settled fleet: every robot has taken every robot's seed memories
+        # (N x alerts events, each fsynced by the hub and by every robot's server)
+        while (time.perf_counter() - start < 120
+               and min(link.stats.received for link in f.links.values()) < n * args.alerts):
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
 
@@ -255,30 +286,319 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
         # 3. partition and rejoin
         if args.outage <= 0:
             out["partition"] = None
-            f.stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            out["link_errors"] = sum(len(link.stats.errors) for link in f.links.values())
-            return out
-        f.hub.kill9()  # no clean shutdown: what it acknowledged must be on disk
-        during = await f.write_for(args.outage_rate, args.outage, "out")
-        f.hub.start()
-        back = await f.until_hub_holds(f.written(), 180)
-        ids = await f.hub_ids()
-        mine = {e.event_id for o in f.outboxes.values() for e in o.events()}
-        out["partition"] = {
-            "outage_s": args.outage, "written_during": during, "caught_up_after_s": back,
-            "hub_events": len(ids), "robot_events": len(mine),
-            "duplicates_at_hub": len(ids) - len(set(ids)),
-            "missing_at_hub": len(mine - set(ids)), "unknown_at_hub": len(set(ids) - mine)}
-        print(f"  N={n}: hub killed, down {args.outage:.0f} s, {during} events written meanwhile; "
-              f"caught up {back} s after it returned; hub {len(ids)} events, robots "
-              f"{len(mine)}", file=sys.stderr, flush=True)
+        else:
+            f.hub.kill9()  # no clean shutdown: what it acknowledged must be on disk
+            during = await f.write_for(args.outage_rate, args.outage, "out")
+            f.hub.start()
+            back = await f.until_hub_holds(f.written(), 180)
+            ids = await f.hub_ids()
+            mine = {e.event_id for o in f.outboxes.values() for e in o.events()}
+            out["partition"] = {
+                "outage_s": args.outage, "written_during": during, "caught_up_after_s": back,
+                "hub_events": len(ids), "robot_events": len(mine),
+                "duplicates_at_hub": len(ids) - len(set(ids)),
+                "missing_at_hub": len(mine - set(ids)), "unknown_at_hub": len(set(ids) - mine)}
+            print(f"  N={n}: hub killed, down {args.outage:.0f} s, {during} events written "
+                  f"meanwhile; caught up {back} s after it returned; hub {len(ids)} events, "
+                  f"robots {len(mine)}", file=sys.stderr, flush=True)
+
+        # 4. one robot's own leaf server restarts (the links keep running)
+        out["leaf_restart"] = await _leaf_restart(f, args) if args.leaf_outage > 0 else None
         f.stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         out["link_errors"] = sum(len(link.stats.errors) for link in f.links.values())
+
+        # 5. a robot process killed with SIGKILL mid-publish, then restarted
+        out["crashes"] = await _crashes(f, args, workdir) if args.crash_events > 0 else None
     finally:
         f.stop.set()
         f.close()
+    return out
+
+
+# ---------------------------------------------------------------------------------- faults
+# A robot process killed while it publishes, and a robot whose own leaf server restarts:
+# the "crashes" and "leaf restart" phases of _run_size and test/test_fleet_faults.py.
+
+#: the child process of the crash phase: :func:`crash_robot` with its arguments from argv
+_CRASH_CHILD = ("import sys; from glove_ros.benchmarks.fleet import crash_robot; "
+                "crash_robot(*sys.argv[1:4], *map(int, sys.argv[4:]))")
+
+#: the crash variants measured: name -> share of the committed events the robot's server
+#: acknowledged before the kill (none of them marked sent in the outbox)
+CRASHES = {"before_publish": 0.0, "mid_batch": 0.5, "after_ack": 1.0}
+
+
+def crash_robot(db: str, robot: str, url: str, sent: int, committed: int,
+                acked: int) -> None:
+    """The body of a robot process that dies by SIGKILL while it publishes (run it in a
+    child process: :func:`run_crashed_robot`).
+
+    It opens the store ``db`` with its outbox and a fleet link to its leaf server ``url``,
+    records ``sent`` transitions and publishes them (acknowledged and marked sent), records
+    ``committed`` more (one commit each, the outbox row inside it) and prints one JSON
+    line, ``{"sent": [...], "committed": [...]}`` (event ids; ``committed``: every event
+    not marked sent when it dies). Then it kills itself with SIGKILL: with ``acked`` 0
+    right after those commits (between commit and publish); otherwise once its server has
+    acknowledged the first ``acked`` of them (one publish batch) and before the outbox
+    marks any of them sent (the others are never published).
+    """
+    import json
+    import signal
+
+    from glove_ros import fleet as fl
+    from glove_ros.core.experience import Transition
+    from glove_ros.core.fleet import Outbox
+    from glove_ros.core.store import ExperienceStore
+
+    store = ExperienceStore(db)
+    box = Outbox(store, robot)
+
+    def record(n: int, tag: str) -> None:
+        for i in range(n):
+            store.record(Transition(f"{tag}{i % 50}", "look", "colors=", robot_id=robot,
+                                    episode_id=tag))
+
+    def die(*_: Any) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    async def main() -> None:
+        async with fl.FleetLink(box, url) as link:
+            record(sent, "sent")
+            ids = [e.event_id for _, e in box.pending(10**6)]
+            await link.publish_pending()
+            record(committed, "crash")
+            unsent = [e.event_id for _, e in box.pending(10**6)]
+            print(json.dumps({"sent": ids, "committed": unsent}), flush=True)
+            if acked <= 0:
+                die()  # between the commit and the publish
+            box.mark_sent = die  # type: ignore[method-assign]  # acked, never marked sent
+            await link.publish_pending(batch=acked)
+            die()  # not reached: the first batch ends in mark_sent
+
+    asyncio.run(main())
+
+
+def run_crashed_robot(db: str, robot: str, url: str, *, sent: int, committed: int,
+                      acked: int, timeout: float = 60.0) -> dict[str, list[str]]:
+    """Run :func:`crash_robot` in a child process; returns its event ids (``sent``,
+    ``committed``). RuntimeError unless it printed them and died by SIGKILL."""
+    import json
+    import signal
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _CRASH_CHILD, db, robot, url, str(sent),
+                           str(committed), str(acked)], capture_output=True, text=True,
+                          timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != -signal.SIGKILL or not lines:
+        raise RuntimeError(f"crash child exited {proc.returncode} (not by SIGKILL): "
+                           f"{proc.stdout[-400:]} {proc.stderr[-800:]}")
+    return json.loads(lines[-1])
+
+
+async def hub_robot_count(hub_url: str, robot: str) -> int | None:
+    """How many messages of ``robot`` the hub's FLEET stream holds (None: unreachable)."""
+    import nats
+
+    from glove_ros import fleet as fl
+
+    try:
+        nc = await nats.connect(hub_url, max_reconnect_attempts=0, connect_timeout=1)
+    except Exception:
+        return None
+    try:
+        js = nc.jetstream(domain=fl.HUB_DOMAIN, timeout=2.0)
+        info = await js.stream_info(fl.FLEET_STREAM, subjects_filter=f"glove.mem.{robot}.>")
+        return int(sum((info.state.subjects or {}).values()))
+    except Exception:
+        return None
+    finally:
+        await nc.close()
+
+
+async def hub_event_ids(hub_url: str, robot: str | None = None,
+                        timeout: float = 60.0) -> list[str]:
+    """The ``Nats-Msg-Id`` of every message in the hub's FLEET stream (only ``robot``'s
+    when given), in stream order, duplicates kept (an ephemeral consumer without acks)."""
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    from glove_ros import fleet as fl
+
+    nc = await nats.connect(hub_url, max_reconnect_attempts=0, connect_timeout=5)
+    try:
+        js = nc.jetstream(domain=fl.HUB_DOMAIN, timeout=10.0)
+        sub = await js.pull_subscribe(
+            f"glove.mem.{robot}.>" if robot else "", stream=fl.FLEET_STREAM,
+            config=ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=30.0))
+        ids: list[str] = []
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            left = int((await sub.consumer_info()).num_pending or 0)
+            if left == 0:
+                return ids
+            try:
+                msgs = await sub.fetch(min(left, 1000), timeout=5.0)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                continue
+            ids += [(m.headers or {}).get("Nats-Msg-Id", "") for m in msgs]
+        raise TimeoutError(f"hub_event_ids: FLEET not read in {timeout} s ({len(ids)} ids)")
+    finally:
+        await nc.close()
+
+
+def compare_ids(hub_ids: list[str], robot_ids: list[str]) -> dict[str, int]:
+    """The hub's ids against the robot's outbox ids, one by one: counts of each kind."""
+    got, mine = set(hub_ids), set(robot_ids)
+    return {"hub_events": len(hub_ids), "robot_events": len(robot_ids),
+            "duplicates_at_hub": len(hub_ids) - len(got), "missing_at_hub": len(mine - got),
+            "unknown_at_hub": len(got - mine)}
+
+
+async def until_robot_at_hub(hub_url: str, robot: str, n: int,
+                             timeout: float) -> float | None:
+    """Seconds until the hub holds ``n`` messages of ``robot`` (None: not in ``timeout``)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if (await hub_robot_count(hub_url, robot) or 0) >= n:
+            return round(time.perf_counter() - start, 2)
+        await asyncio.sleep(0.1)
+    return None
+
+
+async def recover_robot(db: str, robot: str, url: str, hub_url: str, *,
+                        timeout: float = 60.0, settle: float = 1.0) -> dict[str, Any]:
+    """The robot's restart after a crash: reopen its store ``db`` and outbox, publish what
+    is pending through its leaf server ``url``, wait until the hub holds every event the
+    robot ever wrote (then ``settle`` s more, for a late duplicate) and compare the hub's
+    ids with the outbox's one by one. ``recovered_s``: from opening the store until every
+    pending event is acknowledged and marked sent; ``hub_complete_s``: until the hub holds
+    all (None: not in ``timeout``). Also returns the id lists (``pending_ids``,
+    ``hub_ids``, ``robot_ids``)."""
+    from glove_ros import fleet as fl
+    from glove_ros.core.fleet import Outbox
+    from glove_ros.core.store import ExperienceStore
+
+    t0 = time.perf_counter()
+    store = ExperienceStore(db)
+    try:
+        box = Outbox(store, robot)
+        pending = [e.event_id for _, e in box.pending(10**6)]
+        async with fl.FleetLink(box, url) as link:
+            await link.publish_pending()
+        recovered = round(time.perf_counter() - t0, 3)
+        left = len(box.pending(10**6))
+        mine = [e.event_id for e in box.events()]
+    finally:
+        store.close()
+    waited = await until_robot_at_hub(hub_url, robot, len(mine),
+                                      max(1.0, timeout - (time.perf_counter() - t0)))
+    complete = round(time.perf_counter() - t0, 3) if waited is not None else None
+    await asyncio.sleep(settle)
+    ids = await hub_event_ids(hub_url, robot)
+    return {"pending_after_restart": len(pending), "published": link.stats.published,
+            "duplicates_at_server": link.stats.duplicates, "left_pending": left,
+            "recovered_s": recovered, "hub_complete_s": complete, **compare_ids(ids, mine),
+            "pending_ids": pending, "hub_ids": ids, "robot_ids": mine}
+
+
+async def _inbound_count(url: str, robot: str) -> int | None:
+    """Messages in a robot's ``IN_<robot>`` stream (what reached it from the hub)."""
+    import nats
+
+    try:
+        nc = await nats.connect(url, max_reconnect_attempts=0, connect_timeout=1)
+    except Exception:
+        return None
+    try:
+        info = await nc.jetstream(domain=robot, timeout=2.0).stream_info(f"IN_{robot}")
+        return int(info.state.messages)
+    except Exception:
+        return None
+    finally:
+        await nc.close()
+
+
+async def _leaf_restart(f: _Fleet, args: argparse.Namespace) -> dict[str, Any]:
+    """Phase 4: the first robot's own leaf server is stopped for ``--leaf-outage`` s while
+    every robot writes; then it restarts (the robots' links keep running)."""
+    import logging
+
+    robot = f.robots[0]
+    box, leaf = f.outboxes[robot], f.leaves[robot]
+    before = {e.event_id for e in box.events()}
+    quiet = logging.getLogger("nats.aio.client")  # its reconnect attempts, with tracebacks
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        leaf.stop()
+        during = await f.write_for(args.outage_rate, args.leaf_outage, "leaf")
+    finally:
+        quiet.setLevel(level)
+    wrote = [e.event_id for e in box.events() if e.event_id not in before]
+    pending = {e.event_id for _, e in box.pending(10**6)}
+    leaf.start()
+    t0 = time.perf_counter()
+    total, mine = f.written(), len(box.events())
+    got: dict[str, float | None] = dict.fromkeys(("published", "robot", "hub", "inbound"))
+    while time.perf_counter() - t0 < 120 and None in got.values():
+        now = round(time.perf_counter() - t0, 2)
+        if got["published"] is None and not box.pending(1):
+            got["published"] = now
+        if got["robot"] is None and (await hub_robot_count(f.hub.url, robot) or 0) >= mine:
+            got["robot"] = now
+        if got["hub"] is None and (await f.hub_count() or 0) >= total:
+            got["hub"] = now
+        if got["inbound"] is None and (await _inbound_count(leaf.url, robot) or 0) >= total:
+            got["inbound"] = now
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(1.0)  # a late duplicate would arrive meanwhile
+    ids = await hub_event_ids(f.hub.url, robot)
+    out = {"robot": robot, "down_s": args.leaf_outage, "written_during": during,
+           "robot_wrote_during": len(wrote), "pending_at_restart": len(pending),
+           "held_back_all": set(wrote) <= pending,
+           "published_after_s": got["published"], "robot_at_hub_after_s": got["robot"],
+           "hub_complete_after_s": got["hub"], "inbound_complete_after_s": got["inbound"],
+           **compare_ids(ids, [e.event_id for e in box.events()])}
+    print(f"  N={len(f.robots)}: {robot}'s leaf server down {args.leaf_outage:.0f} s, "
+          f"{len(wrote)} of its events held back; published {got['published']} s, all at "
+          f"the hub {got['robot']} s after it returned; hub {out['hub_events']} / robot "
+          f"{out['robot_events']} ids", file=sys.stderr, flush=True)
+    return out
+
+
+async def _crashes(f: _Fleet, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Phase 5 (the links stopped): the first robot's process is killed with SIGKILL mid-
+    publish (:data:`CRASHES`), in a child process on its own SQLite file and leaf server;
+    the restart publishes what is pending (:func:`recover_robot`)."""
+    robot = f.robots[0]
+    db, url, k = str(workdir / f"{robot}.db"), f.leaves[robot].url, args.crash_events
+    out: dict[str, Any] = {"robot": robot, "events": k}
+    for name, share in CRASHES.items():
+        acks = round(k * share)
+        try:
+            child = await asyncio.to_thread(run_crashed_robot, db, robot, url, sent=k,
+                                            committed=k, acked=acks)
+            rec = await recover_robot(db, robot, url, f.hub.url)
+        except Exception as exc:  # reported, and the other phases' results are kept
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            print(f"  N={len(f.robots)}: {robot} killed {name}: {out[name]['error']}",
+                  file=sys.stderr, flush=True)
+            continue
+        hub = set(rec.pop("hub_ids"))
+        rec.pop("robot_ids")
+        pending = rec.pop("pending_ids")
+        out[name] = {"committed": len(child["committed"]), "acked_before_kill": acks,
+                     "same_ids_pending": pending == child["committed"],
+                     "lost": len(set(child["sent"] + child["committed"]) - hub), **rec}
+        r = out[name]
+        print(f"  N={len(f.robots)}: {robot} killed {name} ({acks} of {k} acked): "
+              f"{r['pending_after_restart']} pending after restart, "
+              f"{r['duplicates_at_server']} duplicates at its server, lost {r['lost']}, "
+              f"duplicated at the hub {r['duplicates_at_hub']}; recovered "
+              f"{r['recovered_s']} s, hub complete {r['hub_complete_s']} s",
+              file=sys.stderr, flush=True)
     return out
 
 
@@ -342,6 +662,49 @@ def run_value(world_name: str, robots: int, workdir: Path) -> dict[str, Any]:
     return out
 
 
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+def _fault_lines(runs: list[Mapping[str, Any]]) -> list[str]:
+    """The leaf restart and crashes phases, one line per fleet size (and crash)."""
+    lines = []
+    leaf = [r for r in runs if r.get("leaf_restart")]
+    if leaf:
+        lines.append("robots  leaf restart: robot  down s  its events held back/pending  "
+                     "published s  its events at hub s  all at hub s  inbound s  "
+                     "hub/robot ids  dup  missing")
+        for r in leaf:
+            q = r["leaf_restart"]
+            held = f"{q['robot_wrote_during']}/{q['pending_at_restart']}"
+            lines.append(
+                f"{r['robots']:>6}  {q['robot']:>19}  {q['down_s']:>6}  {held:>28}"
+                f"  {q['published_after_s']!s:>11}  {q['robot_at_hub_after_s']!s:>18}"
+                f"  {q['hub_complete_after_s']!s:>12}  {q['inbound_complete_after_s']!s:>9}"
+                f"  {q['hub_events']:>6}/{q['robot_events']:<6}  {q['duplicates_at_hub']:>3}"
+                f"  {q['missing_at_hub']:>7}")
+    crashed = [r for r in runs if r.get("crashes")]
+    if crashed:
+        lines.append("robots  robot killed -9: when  committed  acked  pending after restart"
+                     "  dup at server  lost  dup at hub  missing  recovered ms  "
+                     "hub complete ms")
+        for r in crashed:
+            for name in CRASHES:
+                c = r["crashes"].get(name)
+                if c is None:
+                    continue
+                if "error" in c:
+                    lines.append(f"{r['robots']:>6}  {name:>22}  failed: {c['error']}")
+                    continue
+                lines.append(
+                    f"{r['robots']:>6}  {name:>22}  {c['committed']:>9}  "
+                    f"{c['acked_before_kill']:>5}  {c['pending_after_restart']:>21}"
+                    f"  {c['duplicates_at_server']:>13}  {c['lost']:>4}"
+                    f"  {c['duplicates_at_hub']:>10}  {c['missing_at_hub']:>7}"
+                    f"  {_ms(c['recovered_s']):>12}  {_ms(c['hub_complete_s']):>15}")
+    return lines
+
+
 def format_table(doc: Mapping[str, Any]) -> str:
     """One line per fleet size and phase."""
     lines = ["robots  alert->all p50/p95/max ms  each p50/p95 ms  written/s  hub lag max  "
@@ -358,6 +721,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
             f"  {q['written_during']:>15}  {q['caught_up_after_s']!s:>6}"
             f"  {q['hub_events']}/{q['robot_events']}  {q['duplicates_at_hub']:>3}"
             f"  {q['missing_at_hub']:>7}")
+    lines += _fault_lines(doc["runs"])
     v = doc.get("value")
     if v:
         lines.append(f"value on '{v['world']}' ({v['robots']} robots, drift at episode "
@@ -369,15 +733,43 @@ def format_table(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _plot_faults(ax: Any, runs: list[Mapping[str, Any]]) -> None:
+    """Seconds until the hub holds every event again, per fault and fleet size (log)."""
+    def get(r: Mapping[str, Any], phase: str, *keys: str) -> float | None:
+        v: Any = r.get(phase)
+        for k in keys:
+            v = v.get(k) if isinstance(v, Mapping) else None
+        return v
+
+    bars = [("hub killed", lambda r: get(r, "partition", "caught_up_after_s")),
+            ("robot's leaf restarted", lambda r: get(r, "leaf_restart", "robot_at_hub_after_s"))]
+    bars += [(f"robot killed {name.replace('_', ' ')}",
+              lambda r, n=name: get(r, "crashes", n, "hub_complete_s")) for name in CRASHES]
+    x = np.arange(len(runs))
+    width = 0.8 / len(bars)
+    for i, (label, value) in enumerate(bars):
+        vals = [value(r) for r in runs]
+        ax.bar(x - 0.4 + (i + 0.5) * width, [max(v, 1e-3) if v is not None else 0
+                                              for v in vals], width, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(x, [f"N={r['robots']}" for r in runs])
+    ax.set_ylabel("s until the hub holds every event again")
+    ax.legend(fontsize=7)
+
+
 def write_plot(doc: Mapping[str, Any], path: Path) -> None:
-    """Propagation per fleet size; the hub's lag during the throughput phase."""
+    """Propagation per fleet size; the hub's lag during the throughput phase; the time to
+    recover from each fault (when those phases ran)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     runs = doc["runs"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    faults = any(r.get("partition") or r.get("leaf_restart") or r.get("crashes")
+                 for r in runs)
+    fig, axes = plt.subplots(1, 3 if faults else 2, figsize=(15 if faults else 10, 3.8))
+    ax1, ax2 = axes[0], axes[1]
     x = np.arange(len(runs))
     for off, key, label in ((-0.2, "all_p50_ms", "p50"), (0.2, "all_p95_ms", "p95")):
         ax1.bar(x + off, [r["propagation"][key] or 0 for r in runs], 0.4, label=label)
@@ -391,6 +783,8 @@ def write_plot(doc: Mapping[str, Any], path: Path) -> None:
     ax2.set_xlabel(f"s of writing ({doc['settings']['rate']:.0f} transitions/s per robot)")
     ax2.set_ylabel("events not yet at the hub")
     ax2.legend()
+    if faults:
+        _plot_faults(axes[2], runs)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -423,7 +817,8 @@ def main(args: argparse.Namespace) -> int:
         "benchmark": "fleet",
         "settings": {"robots": sizes, "alerts": args.alerts, "rate": args.rate,
                      "duration_s": args.duration, "outage_s": args.outage,
-                     "outage_rate": args.outage_rate, "value_robots": args.value_robots,
+                     "outage_rate": args.outage_rate, "leaf_outage_s": args.leaf_outage,
+                     "crash_events": args.crash_events, "value_robots": args.value_robots,
                      "world": args.world, "durability": "SQLite FULL; "
                      "nats-server sync_interval always", "link_poll_s": 0.05},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),

@@ -63,7 +63,8 @@ class FleetError(ValueError):
     """A malformed fleet event or clock (the message names the field)."""
 
 
-def _robot(robot_id: Any) -> str:
+def check_robot_id(robot_id: Any) -> str:
+    """``robot_id`` when it is a valid robot id (a JetStream domain); FleetError if not."""
     if not isinstance(robot_id, str) or not _ROBOT.match(robot_id):
         raise FleetError(f"robot_id must be 1-64 of [A-Za-z0-9_.-], got {robot_id!r}")
     return robot_id
@@ -78,7 +79,7 @@ class Hlc:
     robot_id: str
 
     def __post_init__(self) -> None:
-        _robot(self.robot_id)
+        check_robot_id(self.robot_id)
         if not isinstance(self.wall_ms, int) or not 0 <= self.wall_ms < 10**13:
             raise FleetError(f"clock wall_ms must be an integer in [0, 1e13), got "
                              f"{self.wall_ms!r}")
@@ -115,7 +116,7 @@ class HlcClock:
 
     def __init__(self, robot_id: str, *, max_skew_ms: int = 2000,
                  now_ms: Callable[[], int] = _wall_ms, state: str | None = None) -> None:
-        self.robot_id = _robot(robot_id)
+        self.robot_id = check_robot_id(robot_id)
         if not isinstance(max_skew_ms, int) or max_skew_ms < 0:
             raise FleetError(f"max_skew_ms must be an integer >= 0, got {max_skew_ms!r}")
         self.max_skew_ms = max_skew_ms
@@ -307,7 +308,7 @@ class Outbox:
     def __init__(self, store: Any, robot_id: str, *, max_skew_ms: int = 2000,
                  now_ms: Callable[[], int] = _wall_ms) -> None:
         self.store = store
-        self.robot_id = _robot(robot_id)
+        self.robot_id = check_robot_id(robot_id)
         with store.transaction():
             for stmt in filter(None, (s.strip() for s in _OUTBOX_SQL.split(";"))):
                 store._exec(stmt)

@@ -24,6 +24,8 @@ Interfaces (relative names; remap in launch):
   pub  memory_events        glove_ros/MemoryEvent    every recorded / suppressed / replaced entry
   pub  dissonance           glove_ros/DissonanceAlert  memory contradicts the world
   pub  probe_requests       glove_ros/ProbeRequest   evidence wanted (sync mode, stale negatives)
+  pub  fleet_suppressions   glove_ros/MemoryEvent    (fleet only; transient-local, last 100)
+                            memories here suppressed because another robot found them stale
   srv  record_transition    glove_ros/RecordTransition
   srv  query_memory         glove_ros/QueryMemory
   srv  explain_entry        glove_ros/ExplainEntry
@@ -37,8 +39,8 @@ Interfaces (relative names; remap in launch):
 Fleet (``fleet.url`` and ``fleet.robot_id`` set; docs/fleet.md): every memory event also
 goes to an outbox in the same SQLite transaction and is published to this robot's NATS
 leaf server; another robot's verified suppression hides the same stale memory here and
-queues it for this robot's own re-verification (a warning line and a ``memory_events``
-message say so).
+queues it for this robot's own re-verification (a warning line, a ``memory_events``
+message and a latched ``fleet_suppressions`` message say so).
 
 Lifecycle: configure validates parameters and opens the database (a corrupt file fails
 the transition and is left untouched); activate opens the interfaces; deactivate closes
@@ -61,7 +63,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
@@ -83,6 +85,8 @@ from glove_ros.nodes.common import (
 )
 from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
+
+FLEET_LATCHED = 100  # fleet_suppressions kept for late subscribers
 
 PARAMS = (
     *AUTOSTART_PARAMS,
@@ -246,6 +250,7 @@ class MemoryNode(LifecycleNode):
         self._reported: dict[str, int] = {}
         self._probe_outcomes: dict[int, list[Transition]] = {}
         self._fleet: Any = None  # glove_ros.fleet.FleetBridge while fleet.url is set
+        self._fleet_pub: Any = None  # fleet_suppressions (latched), with a fleet only
         self._outbox: Any = None
         self._diagnostics = NodeDiagnostics(self, self._diagnose)
 
@@ -289,6 +294,11 @@ class MemoryNode(LifecycleNode):
         self._alert_pub = self.create_publisher(DissonanceAlert, "dissonance", 10)
         self._probe_pub = self.create_publisher(ProbeRequest, "probe_requests", 10)
         self._stats_pub = self.create_publisher(DiagnosticStatus, "memory_stats", 10)
+        if self._outbox is not None:  # latched: a node that starts later still hears them
+            self._fleet_pub = self.create_publisher(
+                MemoryEventMsg, "fleet_suppressions",
+                QoSProfile(depth=FLEET_LATCHED, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.get_logger().info(f"memory open: {path} {stats}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -341,10 +351,12 @@ class MemoryNode(LifecycleNode):
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._close()
-        for pub in (self._event_pub, self._alert_pub, self._probe_pub, self._stats_pub):
+        for pub in (self._event_pub, self._alert_pub, self._probe_pub, self._stats_pub,
+                    self._fleet_pub):
             if pub is not None:
                 self.destroy_publisher(pub)
         self._event_pub = self._alert_pub = self._probe_pub = self._stats_pub = None
+        self._fleet_pub = None
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -364,10 +376,18 @@ class MemoryNode(LifecycleNode):
             self._fleet = None
 
     def _on_fleet_applied(self, event: Any, ids: list[int]) -> None:
-        self.get_logger().warning(
-            f"fleet: {event.robot_id} found {event.outcome!r} at {event.place[0]} "
-            f"{event.place[1]} {event.place[2]}".rstrip() + f" stale; {len(ids)} memory(ies) "
-            "here suppressed and queued for re-verification")
+        """Another robot's suppression hid ``ids`` here (called on the fleet thread)."""
+        text = (f"fleet: {event.robot_id} found {event.outcome!r} at {event.place[0]} "
+                f"{event.place[1]} {event.place[2]}".rstrip())
+        self.get_logger().warning(f"{text} stale; {len(ids)} memory(ies) here suppressed "
+                                  "and queued for re-verification")
+        if self._fleet_pub is not None:
+            msg = MemoryEventMsg(kind=MemoryEventMsg.SUPPRESSED, state_key=event.place[0],
+                                 action=event.place[1], action_arg=event.place[2],
+                                 entry_ids=[int(i) for i in ids],
+                                 reason=f"{text} stale ({event.reason})")
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._fleet_pub.publish(msg)
 
     def _close(self) -> None:
         self._stop_fleet()
