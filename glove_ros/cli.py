@@ -41,7 +41,7 @@ BENCHMARKS = {
     "gym": "bring your own gymnasium env (discrete actions) and drift schedule, from YAML",
     "llm": "decision quality of a GGUF model on the planner, parser, Janus and consolidator jobs",
     "ingest": "memory node ingest through DDS: rate, loss, query p99, beside a bare subscriber",
-    "fleet": "fleet memory over NATS JetStream: alert propagation, throughput, hub outage",
+    "fleet": "fleet memory over NATS JetStream: value, propagation, throughput, outages, crashes",
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).

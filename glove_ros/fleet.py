@@ -214,6 +214,29 @@ async def prepare_robot(url: str, robot_id: str, timeout: float = 5.0) -> None:
         await nc.close()
 
 
+async def restart_empty_inbox(url: str, robot_id: str, timeout: float = 5.0) -> bool:
+    """Re-create ``IN_<robot>`` on the robot's server at ``url`` when it holds nothing yet.
+
+    An ``IN_`` stream made while the hub was unreachable (a robot that boots before the
+    building server) has a source the server retries with a growing back-off, up to 2 min;
+    once the robot is registered, a fresh stream sources ``FLEET`` at once. With nothing
+    in it, nothing is lost (a link's consumer on it is re-made when the link reconnects).
+    Returns whether it was re-created."""
+    import nats
+
+    nc = await nats.connect(url, connect_timeout=timeout, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(domain=robot_id, timeout=timeout)
+        info = await js.stream_info(f"IN_{robot_id}")
+        if info.state.messages:
+            return False
+        await js.delete_stream(f"IN_{robot_id}")
+        await ensure_robot_streams(js, robot_id)
+        return True
+    finally:
+        await nc.close()
+
+
 @dataclass
 class HubMessage:
     """One message of the hub's ``FLEET`` stream: its ``Nats-Msg-Id``, the time the hub

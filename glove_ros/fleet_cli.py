@@ -165,7 +165,7 @@ class _Registration:
         try:
             sourced = asyncio.run(fleet.ensure_hub(self.url, [self.robot], timeout=2.0))
         except Exception as exc:  # hub not reachable yet: robot works alone meanwhile
-            text = f"{type(exc).__name__}: {exc}".strip()
+            text = _why(exc)
             if text != self._said:
                 print(f"[fleet] hub not reachable ({text}); {self.robot} keeps its events "
                       f"here and retries every {self.every:.0f} s", flush=True)
@@ -175,7 +175,22 @@ class _Registration:
         if not self.done:
             print(f"[fleet] {self.robot} registered at the hub (fleet: {', '.join(sourced)})",
                   flush=True)
+            try:  # an inbox made while the hub was away would wait out the server's back-off
+                if asyncio.run(fleet.restart_empty_inbox(self.url, self.robot, timeout=2.0)):
+                    print(f"[fleet] {self.robot}'s inbox IN_{self.robot} re-made to source "
+                          "the hub now", flush=True)
+            except Exception as exc:
+                print(f"[fleet] could not re-make IN_{self.robot} ({exc}); it catches up "
+                      "after the server's retry", flush=True)
         self.done, self._said = True, ""
+
+
+def _why(exc: Exception) -> str:
+    """One line for a failed request to the hub."""
+    name = type(exc).__name__
+    if name in ("ServiceUnavailableError", "NoRespondersError", "TimeoutError"):
+        return "no answer from the hub's JetStream (uplink down or hub not started)"
+    return f"{name}: {exc}".strip()
 
 
 def leaf_main(args: argparse.Namespace) -> int:

@@ -164,3 +164,66 @@ def test_bench_fleet_smoke(tmp_path):
         assert crash["lost"] == crash["duplicates_at_hub"] == crash["missing_at_hub"] == 0
     assert "robot killed -9" in out.stdout
     assert "alert->all" in out.stdout
+
+
+def test_a_robot_that_boots_before_the_hub_gets_a_fresh_inbox_once_registered(tmp_path):
+    """A robot whose streams were made while the hub was down: once it is registered, its
+    still empty ``IN_`` stream is re-made (the old one's source waits out the server's
+    back-off) and receives another robot's event; an ``IN_`` that holds events is never
+    re-made (nothing it holds is thrown away)."""
+    try:
+        fl.nats_server_binary()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    import nats
+
+    hub, leaves = fl.local_servers(["rA", "rB"], tmp_path)
+    b_store = ExperienceStore(str(tmp_path / "b.db"))
+    b = Outbox(b_store, "rB")
+
+    async def in_count(robot):
+        nc = await nats.connect(leaves[robot].url)
+        try:
+            info = await nc.jetstream(domain=robot).stream_info(f"IN_{robot}")
+            return int(info.state.messages)
+        finally:
+            await nc.close()
+
+    try:
+        leaves["rA"].start()
+        fl.run(fl.prepare_robot(leaves["rA"].url, "rA"))  # the hub is not running yet
+        hub.start()
+        leaves["rB"].start()
+        fl.run(fl.ensure_hub(hub.url, []))
+        fl.run(fl.prepare_robot(leaves["rB"].url, "rB"))
+        for robot in ("rA", "rB"):  # each registers itself once its leaf link is up
+            end = time.monotonic() + 30
+            while True:
+                try:
+                    fl.run(fl.ensure_hub(leaves[robot].url, [robot], timeout=2.0))
+                    break
+                except Exception:
+                    if time.monotonic() > end:
+                        raise
+                    time.sleep(0.5)
+        assert fl.run(fl.restart_empty_inbox(leaves["rA"].url, "rA")) is True
+        b_store.record(_t("room", "colors=red"))
+
+        async def send_and_wait():
+            async with fl.FleetLink(b, leaves["rB"].url) as link:
+                await link.publish_pending()
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                if await in_count("rA") and await in_count("rB"):
+                    return
+                await asyncio.sleep(0.2)
+            raise AssertionError("rB's event never reached IN_rA / IN_rB")
+
+        fl.run(send_and_wait())
+        held = fl.run(in_count("rA"))
+        assert fl.run(fl.restart_empty_inbox(leaves["rA"].url, "rA")) is False
+        assert fl.run(in_count("rA")) == held  # kept, with what it holds
+    finally:
+        b_store.close()
+        for s in [*leaves.values(), hub]:
+            s.stop()

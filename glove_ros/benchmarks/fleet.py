@@ -2,8 +2,11 @@
 
 For each fleet size N (``--robots``): one hub and N leaf servers (``nats-server``,
 ``sync_interval: always``), N SQLite experience stores each with its outbox, and N fleet
-links running concurrently in this process (each publishes its outbox and applies what
-reaches it, polling every 50 ms). Five phases, in order:
+links running concurrently in this process (:meth:`FleetLink.run`: each publishes its
+outbox as soon as its store commits, and every 50 ms, and applies what reaches it as soon
+as it arrives). Streams are made in the order the servers need (the hub's FLEET stream,
+then each robot's, then FLEET's sources: a source made before its stream exists is
+retried only after about 12 s). Five phases, in order:
 
 1. **Alert propagation**: every robot remembers the red block at the same ``--alerts``
    places; for alert k robot k mod N suppresses its memory of place k (as its verifier
@@ -820,7 +823,7 @@ def main(args: argparse.Namespace) -> int:
                      "outage_rate": args.outage_rate, "leaf_outage_s": args.leaf_outage,
                      "crash_events": args.crash_events, "value_robots": args.value_robots,
                      "world": args.world, "durability": "SQLite FULL; "
-                     "nats-server sync_interval always", "link_poll_s": 0.05},
+                     "nats-server sync_interval always", "link_period_s": 0.05},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
         "value": value,
