@@ -2,8 +2,8 @@
 leaf servers, each robot with its own SQLite store and outbox.
 
 What must hold: robot A's verified suppression reaches robot B's SQLite file and hides B's
-matching memory; while the hub is down A's writes are acknowledged by its own server and
-reach B after the hub returns; a re-send after a crash between publish and "sent" is a
+matching memory; while the hub is down (killed with SIGKILL) A's writes are acknowledged
+by its own server and reach B after the hub returns; a re-send after a crash between publish and "sent" is a
 duplicate at the server, not a second event; the hub holds exactly the events the robots
 wrote, each once.
 """
@@ -79,8 +79,9 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
                 took = await _until(lb, b_hidden) - t0
                 assert b_store.pending_for("room_a", "look") is not None
 
-                # the hub goes down; A keeps writing, acknowledged by its own server
-                hub.stop()
+                # the hub is killed (SIGKILL: no clean shutdown); A keeps writing,
+                # acknowledged by its own server
+                hub.kill9()
                 eb = a_store.record(_t("room_b", "colors=green"))
                 b_green = b_store.record(_t("room_b", "colors=green"))
                 a_store.suppress([eb], "dissonance: saw colors=")
