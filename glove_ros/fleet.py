@@ -38,7 +38,8 @@ from typing import Any
 from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
 
 __all__ = ["FleetBridge", "FleetLink", "HubMessage", "LinkStats", "NatsServer", "ensure_hub",
-           "hub_config", "hub_messages", "leaf_config", "local_servers", "nats_server_binary"]
+           "hub_config", "hub_messages", "leaf_config", "local_servers", "nats_server_binary",
+           "stream_count"]
 
 HUB_DOMAIN = "hub"
 FLEET_STREAM = "FLEET"
@@ -248,23 +249,30 @@ class HubMessage:
     subject: str = ""
 
 
-async def hub_messages(url: str, timeout: float = 5.0) -> list[HubMessage]:
-    """Every message of the hub's ``FLEET`` stream in stream order, duplicates kept
-    (an ephemeral consumer without acks: reading changes nothing on the hub)."""
+async def hub_messages(url: str, robot: str | None = None, timeout: float = 5.0,
+                       limit: float = 60.0) -> list[HubMessage]:
+    """Every message of the hub's ``FLEET`` stream (only ``robot``'s when given) in stream
+    order, duplicates kept. An ephemeral consumer without acks: reading changes nothing
+    on the hub. TimeoutError when the stream is not read within ``limit`` s."""
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig
 
     nc = await nats.connect(url, connect_timeout=timeout, max_reconnect_attempts=0)
     try:
-        js = nc.jetstream(domain=HUB_DOMAIN, timeout=timeout)
-        sub = await js.pull_subscribe("", stream=FLEET_STREAM, config=ConsumerConfig(
-            ack_policy=AckPolicy.NONE, inactive_threshold=30.0))
+        js = nc.jetstream(domain=HUB_DOMAIN, timeout=max(timeout, 10.0))
+        sub = await js.pull_subscribe(
+            f"glove.mem.{robot}.>" if robot else "", stream=FLEET_STREAM,
+            config=ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=30.0))
         out: list[HubMessage] = []
-        while True:
-            try:
-                msgs = await sub.fetch(1000, timeout=1.0)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            left = int((await sub.consumer_info()).num_pending or 0)
+            if left == 0:
                 return out
+            try:
+                msgs = await sub.fetch(min(left, 1000), timeout=5.0)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                continue
             for m in msgs:
                 try:
                     event: FleetEvent | None = FleetEvent.from_json(m.data)
@@ -272,6 +280,29 @@ async def hub_messages(url: str, timeout: float = 5.0) -> list[HubMessage]:
                     event = None
                 out.append(HubMessage((m.headers or {}).get("Nats-Msg-Id", ""),
                                       m.metadata.timestamp.timestamp(), event, m.subject))
+        raise TimeoutError(f"FLEET not read in {limit} s ({len(out)} messages)")
+    finally:
+        await nc.close()
+
+
+async def stream_count(url: str, domain: str, stream: str, subjects: str | None = None,
+                       timeout: float = 2.0) -> int | None:
+    """How many messages ``stream`` of JetStream ``domain`` holds at ``url`` (only those on
+    ``subjects`` when given); None when the server or the stream does not answer."""
+    import nats
+
+    try:
+        nc = await nats.connect(url, max_reconnect_attempts=0, connect_timeout=timeout)
+    except Exception:
+        return None
+    try:
+        js = nc.jetstream(domain=domain, timeout=timeout)
+        if subjects is None:
+            return int((await js.stream_info(stream)).state.messages)
+        info = await js.stream_info(stream, subjects_filter=subjects)
+        return int(sum((info.state.subjects or {}).values()))
+    except Exception:
+        return None
     finally:
         await nc.close()
 

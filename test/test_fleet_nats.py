@@ -3,9 +3,9 @@ leaf servers, each robot with its own SQLite store and outbox.
 
 What must hold: robot A's verified suppression reaches robot B's SQLite file and hides B's
 matching memory; while the hub is down (killed with SIGKILL) A's writes are acknowledged
-by its own server and reach B after the hub returns; a re-send after a crash between publish and "sent" is a
-duplicate at the server, not a second event; the hub holds exactly the events the robots
-wrote, each once.
+by its own server and reach B after the hub returns; a re-send after a crash between
+publish and "sent" is a duplicate at the server, not a second event; the hub holds
+exactly the events the robots wrote, each once.
 """
 
 from __future__ import annotations
@@ -40,14 +40,7 @@ async def _until(link_b, pred, timeout=30.0, also=None):
 
 
 async def _fleet_msgs(url):
-    import nats
-
-    nc = await nats.connect(url)
-    try:
-        info = await nc.jetstream(domain=fl.HUB_DOMAIN).stream_info(fl.FLEET_STREAM)
-        return int(info.state.messages)
-    finally:
-        await nc.close()
+    return await fl.stream_count(url, fl.HUB_DOMAIN, fl.FLEET_STREAM) or 0
 
 
 def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path):
@@ -176,19 +169,12 @@ def test_a_robot_that_boots_before_the_hub_gets_a_fresh_inbox_once_registered(tm
         fl.nats_server_binary()
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
-    import nats
-
     hub, leaves = fl.local_servers(["rA", "rB"], tmp_path)
     b_store = ExperienceStore(str(tmp_path / "b.db"))
     b = Outbox(b_store, "rB")
 
     async def in_count(robot):
-        nc = await nats.connect(leaves[robot].url)
-        try:
-            info = await nc.jetstream(domain=robot).stream_info(f"IN_{robot}")
-            return int(info.state.messages)
-        finally:
-            await nc.close()
+        return await fl.stream_count(leaves[robot].url, robot, f"IN_{robot}") or 0
 
     try:
         leaves["rA"].start()

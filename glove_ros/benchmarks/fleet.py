@@ -150,40 +150,8 @@ class _Fleet:
                     await asyncio.sleep(0.05)
 
     async def hub_count(self) -> int | None:
-        import nats
-
-        try:
-            nc = await nats.connect(self.hub.url, max_reconnect_attempts=0,
-                                    connect_timeout=1)
-        except Exception:
-            return None
-        try:
-            js = nc.jetstream(domain=self.fl.HUB_DOMAIN, timeout=2.0)
-            return int((await js.stream_info(self.fl.FLEET_STREAM)).state.messages)
-        except Exception:
-            return None
-        finally:
-            await nc.close()
-
-    async def hub_ids(self) -> list[str]:
-        """Every Nats-Msg-Id in the hub's FLEET stream, in order (duplicates kept)."""
-        import nats
-
-        nc = await nats.connect(self.hub.url)
-        try:
-            js = nc.jetstream(domain=self.fl.HUB_DOMAIN)
-            sub = await js.pull_subscribe("", stream=self.fl.FLEET_STREAM)
-            ids: list[str] = []
-            while True:
-                try:
-                    msgs = await sub.fetch(500, timeout=1.0)
-                except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                    return ids
-                for m in msgs:
-                    ids.append((m.headers or {}).get("Nats-Msg-Id", ""))
-                    await m.ack()
-        finally:
-            await nc.close()
+        return await self.fl.stream_count(self.hub.url, self.fl.HUB_DOMAIN,
+                                          self.fl.FLEET_STREAM)
 
     def written(self) -> int:
         return sum(len(o.events()) for o in self.outboxes.values())
@@ -294,7 +262,7 @@ async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str
             during = await f.write_for(args.outage_rate, args.outage, "out")
             f.hub.start()
             back = await f.until_hub_holds(f.written(), 180)
-            ids = await f.hub_ids()
+            ids = await hub_event_ids(f.hub.url)
             mine = {e.event_id for o in f.outboxes.values() for e in o.events()}
             out["partition"] = {
                 "outage_s": args.outage, "written_during": during, "caught_up_after_s": back,
@@ -402,53 +370,19 @@ def run_crashed_robot(db: str, robot: str, url: str, *, sent: int, committed: in
 
 async def hub_robot_count(hub_url: str, robot: str) -> int | None:
     """How many messages of ``robot`` the hub's FLEET stream holds (None: unreachable)."""
-    import nats
-
     from glove_ros import fleet as fl
 
-    try:
-        nc = await nats.connect(hub_url, max_reconnect_attempts=0, connect_timeout=1)
-    except Exception:
-        return None
-    try:
-        js = nc.jetstream(domain=fl.HUB_DOMAIN, timeout=2.0)
-        info = await js.stream_info(fl.FLEET_STREAM, subjects_filter=f"glove.mem.{robot}.>")
-        return int(sum((info.state.subjects or {}).values()))
-    except Exception:
-        return None
-    finally:
-        await nc.close()
+    return await fl.stream_count(hub_url, fl.HUB_DOMAIN, fl.FLEET_STREAM,
+                                 f"glove.mem.{robot}.>")
 
 
 async def hub_event_ids(hub_url: str, robot: str | None = None,
                         timeout: float = 60.0) -> list[str]:
     """The ``Nats-Msg-Id`` of every message in the hub's FLEET stream (only ``robot``'s
-    when given), in stream order, duplicates kept (an ephemeral consumer without acks)."""
-    import nats
-    from nats.js.api import AckPolicy, ConsumerConfig
-
+    when given), in stream order, duplicates kept."""
     from glove_ros import fleet as fl
 
-    nc = await nats.connect(hub_url, max_reconnect_attempts=0, connect_timeout=5)
-    try:
-        js = nc.jetstream(domain=fl.HUB_DOMAIN, timeout=10.0)
-        sub = await js.pull_subscribe(
-            f"glove.mem.{robot}.>" if robot else "", stream=fl.FLEET_STREAM,
-            config=ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=30.0))
-        ids: list[str] = []
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            left = int((await sub.consumer_info()).num_pending or 0)
-            if left == 0:
-                return ids
-            try:
-                msgs = await sub.fetch(min(left, 1000), timeout=5.0)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                continue
-            ids += [(m.headers or {}).get("Nats-Msg-Id", "") for m in msgs]
-        raise TimeoutError(f"hub_event_ids: FLEET not read in {timeout} s ({len(ids)} ids)")
-    finally:
-        await nc.close()
+    return [m.msg_id for m in await fl.hub_messages(hub_url, robot, limit=timeout)]
 
 
 def compare_ids(hub_ids: list[str], robot_ids: list[str]) -> dict[str, int]:
@@ -508,19 +442,9 @@ async def recover_robot(db: str, robot: str, url: str, hub_url: str, *,
 
 async def _inbound_count(url: str, robot: str) -> int | None:
     """Messages in a robot's ``IN_<robot>`` stream (what reached it from the hub)."""
-    import nats
+    from glove_ros import fleet as fl
 
-    try:
-        nc = await nats.connect(url, max_reconnect_attempts=0, connect_timeout=1)
-    except Exception:
-        return None
-    try:
-        info = await nc.jetstream(domain=robot, timeout=2.0).stream_info(f"IN_{robot}")
-        return int(info.state.messages)
-    except Exception:
-        return None
-    finally:
-        await nc.close()
+    return await fl.stream_count(url, robot, f"IN_{robot}")
 
 
 async def _leaf_restart(f: _Fleet, args: argparse.Namespace) -> dict[str, Any]:
