@@ -39,7 +39,7 @@ from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
 
 __all__ = ["FleetBridge", "FleetLink", "HubMessage", "LinkStats", "NatsServer", "ensure_hub",
            "hub_config", "hub_messages", "leaf_config", "local_servers", "nats_server_binary",
-           "stream_count"]
+           "stream_count", "stream_messages"]
 
 HUB_DOMAIN = "hub"
 FLEET_STREAM = "FLEET"
@@ -252,16 +252,23 @@ class HubMessage:
 async def hub_messages(url: str, robot: str | None = None, timeout: float = 5.0,
                        limit: float = 60.0) -> list[HubMessage]:
     """Every message of the hub's ``FLEET`` stream (only ``robot``'s when given) in stream
-    order, duplicates kept. An ephemeral consumer without acks: reading changes nothing
-    on the hub. TimeoutError when the stream is not read within ``limit`` s."""
+    order, duplicates kept (:func:`stream_messages`)."""
+    return await stream_messages(url, HUB_DOMAIN, FLEET_STREAM, robot, timeout, limit)
+
+
+async def stream_messages(url: str, domain: str, stream: str, robot: str | None = None,
+                          timeout: float = 5.0, limit: float = 60.0) -> list[HubMessage]:
+    """Every message of ``stream`` in JetStream ``domain`` at ``url`` (only ``robot``'s
+    events when given), in stream order, duplicates kept. An ephemeral consumer without
+    acks: reading changes nothing. TimeoutError when not read within ``limit`` s."""
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig
 
     nc = await nats.connect(url, connect_timeout=timeout, max_reconnect_attempts=0)
     try:
-        js = nc.jetstream(domain=HUB_DOMAIN, timeout=max(timeout, 10.0))
+        js = nc.jetstream(domain=domain, timeout=max(timeout, 10.0))
         sub = await js.pull_subscribe(
-            f"glove.mem.{robot}.>" if robot else "", stream=FLEET_STREAM,
+            f"glove.mem.{robot}.>" if robot else "", stream=stream,
             config=ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=30.0))
         out: list[HubMessage] = []
         end = time.monotonic() + limit
@@ -280,7 +287,7 @@ async def hub_messages(url: str, robot: str | None = None, timeout: float = 5.0,
                     event = None
                 out.append(HubMessage((m.headers or {}).get("Nats-Msg-Id", ""),
                                       m.metadata.timestamp.timestamp(), event, m.subject))
-        raise TimeoutError(f"FLEET not read in {limit} s ({len(out)} messages)")
+        raise TimeoutError(f"{stream} not read in {limit} s ({len(out)} messages)")
     finally:
         await nc.close()
 
@@ -324,6 +331,7 @@ class LinkStats:
     received: int = 0
     applied_suppressions: int = 0
     malformed: int = 0
+    skew_flags: int = 0  # others' events whose clock was too far ahead (applied, not merged)
     errors: list[str] = field(default_factory=list)
 
 
@@ -437,6 +445,7 @@ class FleetLink:
             else:
                 with self._lock:  # the owner's write lock: one writer at a time
                     ids = self.outbox.apply_remote(event)
+                self.stats.skew_flags = self.outbox.clock.skew_flags
                 self.stats.applied_suppressions += len(ids)
                 if ids and self._on_applied is not None:
                     self._on_applied(event, ids)

@@ -266,3 +266,23 @@ def test_another_robots_suppression_hides_the_same_memory_here_once(tmp_path):
         echo = [e for _, e in b.pending() if e.kind == "suppressed"]
         assert len(echo) == 2 and all(e.reason.startswith("fleet:") for e in echo)
         assert a.apply_remote(echo[0]) == [] and b.apply_remote(echo[0]) == []
+
+
+def test_applying_a_remote_event_merges_its_clock_or_flags_a_skewed_one(tmp_path):
+    """Robot B's wall clock is behind A's by 1 s: after applying A's event, B's next event
+    still sorts after it (the HLC merge). Robot X's clock is 5 s ahead (more than the 2 s
+    bound): its event is applied, flagged once, and does not drag B's clock forward."""
+    wall = _Wall(100_000)
+    with ExperienceStore(str(tmp_path / "b.db")) as b_store:
+        b = Outbox(b_store, "rB", now_ms=wall, max_skew_ms=2_000)
+        b_store.record(_t("room_a", "colors=red"))
+        ahead = _ev(101_000, "rA", "suppressed")  # 1 s ahead: merged
+        b.apply_remote(ahead)
+        b_store.record(_t("hall", "colors="))
+        assert b.events()[-1].clock > ahead.clock and b.clock.skew_flags == 0
+        skewed = FleetEvent(Hlc(105_000, 0, "rX"), "suppressed", "rX/1",
+                            ("room_a", "look", ""), "colors=red", "dissonance")
+        assert b.apply_remote(skewed) != []  # kept and applied: B's red memory is hidden
+        assert b.clock.skew_flags == 1
+        b_store.record(_t("hall", "colors="))
+        assert b.events()[-1].clock.wall_ms < 105_000  # not dragged 5 s ahead

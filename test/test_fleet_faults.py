@@ -35,13 +35,17 @@ def _t(state, outcome, robot="r"):
     return Transition(state, "look", outcome, robot_id=robot, episode_id="e")
 
 
-@contextlib.contextmanager
-def _servers(tmp_path, robots):
-    """A hub and the robots' leaf servers, started; stopped afterwards."""
+def _need_nats():
     try:
         fl.nats_server_binary()
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
+
+
+@contextlib.contextmanager
+def _servers(tmp_path, robots):
+    """A hub and the robots' leaf servers, started; stopped afterwards."""
+    _need_nats()
     hub, leaves = fl.local_servers(robots, tmp_path)
     try:
         hub.start()
@@ -214,3 +218,18 @@ def test_a_robot_whose_own_leaf_server_restarts_delivers_what_it_wrote_meanwhile
                 br.stop()
             a_store.close()
             b_store.close()
+
+
+@pytest.mark.timeout(180)
+def test_conflict_and_skew_converge_over_the_servers(tmp_path):
+    """The issue's conflict case over real servers (``bench fleet``'s conflict phase): cA,
+    offline, suppresses E; cB re-trusts E with an older clock; cX's clock is 5 s ahead.
+    Afterwards every robot has received every event, every robot's fold gives the same
+    digest with E suppressed, and cA and cB flagged cX's clock (its events still applied)."""
+    _need_nats()
+    r = asyncio.run(bf.run_conflict(tmp_path, skew_ms=5000, timeout=120))
+    assert r["converged_after_s"] is not None, r
+    assert set(r["e_status"].values()) == {"suppressed"}, r
+    assert r["digests_equal"], r
+    assert r["skew_flags"]["cA"] >= 1 and r["skew_flags"]["cB"] >= 1, r
+    assert r["skew_flags"]["cX"] == 0, r

@@ -118,11 +118,11 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
 
 
 def test_bench_fleet_smoke(tmp_path):
-    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no hub outage and no leaf
-    restart; three crashes of 3 events; a 2-robot value phase on the small world) writes
-    its JSON: every suppression reached every other robot, the hub holds what was written,
-    a robot killed with SIGKILL mid-publish loses and duplicates nothing, and sharing never
-    adds stale goals."""
+    """``glove-ros bench fleet`` on a tiny fleet (3 robots, no hub outage, no leaf
+    restart and no conflict phase: test_fleet_faults.py runs it; three crashes of 3
+    events; a 2-robot value phase on the small world) writes its JSON: every suppression
+    reached every other robot, the hub holds what was written, a robot killed with SIGKILL
+    mid-publish loses and duplicates nothing, and sharing never adds stale goals."""
     import json
     import subprocess
     import sys
@@ -134,7 +134,7 @@ def test_bench_fleet_smoke(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "glove_ros.cli", "bench", "fleet", "--robots", "3",
          "--alerts", "3", "--duration", "2", "--rate", "20", "--outage", "0",
-         "--leaf-outage", "0", "--crash-events", "3",
+         "--leaf-outage", "0", "--crash-events", "3", "--no-conflict",
          "--value-robots", "2", "--world", "small", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -66,29 +66,26 @@ def _events(hub_port: int, robot: str) -> tuple[int, int]:
     return r.get("events", 0), r.get("duplicates", 0)
 
 
-def _leaf_pids(tmp_path: Path) -> list[int]:
-    """Processes running this test's leaf command (by their command line)."""
+def _pids(*needles: str) -> list[int]:
+    """Processes whose command line holds every one of ``needles``."""
     out = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "fleet leaf r1" in text and str(tmp_path) in text:
+        if all(n in text for n in needles):
             out.append(int(cmdline.parent.name))
     return out
+
+
+def _leaf_pids(tmp_path: Path) -> list[int]:
+    """Processes running this test's leaf command."""
+    return _pids("fleet leaf r1", str(tmp_path))
 
 
 def _nats_servers(tmp_path: Path) -> list[int]:
-    out = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "nats-server" in text and str(tmp_path) in text:
-            out.append(int(cmdline.parent.name))
-    return out
+    return _pids("nats-server", str(tmp_path))
 
 
 def test_hub_and_a_launched_robot_share_memory_and_survive_a_killed_leaf(tmp_path):

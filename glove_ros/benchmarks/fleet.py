@@ -50,8 +50,12 @@ drift: tasks, stale first goals (the robot drove first to where memory put the b
 it was gone), steps per task, and the same for the robots that did not see the drift first.
 
 ``--json`` prints the document, also written to ``--out``/fleet.json (plus fleet.png).
-The same faults are tests in ``test/test_fleet_faults.py``. Not measured here (see
-docs/fleet.md): clock skew (``test_core_fleet.py``).
+The same faults are tests in ``test/test_fleet_faults.py``.
+
+Last, once, **conflict and skew** (``--no-conflict`` skips it; :func:`run_conflict`): three
+robots; one, offline, suppresses entry E while another re-trusts E with an older clock,
+and a third's clock runs 5 s ahead. Measured: every robot's fold of what it received (E's
+status, the digests), the skew flags, the time to converge.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="robots of the drifting-world value phase (0: skip it)")
     parser.add_argument("--world", default="jetrover_maze",
                         help="world of the value phase (bundled name or path)")
+    parser.add_argument("--no-conflict", dest="conflict", action="store_false",
+                        help="skip the conflict-and-skew phase (3 robots, one clock 5 s ahead)")
     parser.add_argument("--out", default="bench/results", help="directory for fleet.json")
     parser.add_argument("--stem", default="fleet", help="file name stem of the results")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
@@ -632,8 +638,130 @@ def _fault_lines(runs: list[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+async def run_conflict(workdir: Path, skew_ms: int = 5000, timeout: float = 120.0
+                       ) -> dict[str, Any]:
+    """Conflict and skew over the real servers, three robots (cA, cB, cX).
+
+    Every robot remembers the red block at room_e (cA's memory is entry E). cA's own leaf
+    server goes down; offline, cA's verifier suppresses E. cB, online, re-trusts E with a
+    clock 1 s older than that suppression (a re-verification that happened earlier but
+    arrives first). cX's clock runs ``skew_ms`` ahead and it records a memory. cA's server
+    returns. Measured: the time until every robot's ``IN_`` stream holds every event, each
+    robot's fold of what it received (status of E, digest), and the skew flags each robot
+    raised on applying cX's events.
+    """
+    import nats
+
+    from glove_ros import fleet as fl
+    from glove_ros.core.experience import Transition
+    from glove_ros.core.fleet import FleetEvent, Hlc, Outbox, digest, fold
+    from glove_ros.core.store import ExperienceStore
+
+    robots = ["cA", "cB", "cX"]
+    hub, leaves = fl.local_servers(robots, workdir)
+    stores = {r: ExperienceStore(str(workdir / f"{r}.db")) for r in robots}
+    clocks = {r: (lambda: int(time.time() * 1000)) for r in robots}
+    clocks["cX"] = lambda: int(time.time() * 1000) + skew_ms
+    boxes = {r: Outbox(stores[r], r, now_ms=clocks[r]) for r in robots}
+    stop = asyncio.Event()
+
+    async def link(robot: str, up: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                async with fl.FleetLink(boxes[robot], leaves[robot].url) as lk:
+                    up.set()
+                    await lk.run(stop.is_set, period=0.05)
+            except Exception:  # its server is down: try again
+                await asyncio.sleep(0.2)
+
+    async def everywhere(total: int) -> bool:
+        for r in robots:
+            if (await fl.stream_count(leaves[r].url, r, f"IN_{r}") or 0) < total:
+                return False
+        return True
+
+    def written() -> int:
+        return sum(len(b.events()) for b in boxes.values())
+
+    out: dict[str, Any] = {"robots": robots, "skew_ms": skew_ms}
+    try:
+        hub.start()
+        for s in leaves.values():
+            s.start()
+        await fl.ensure_hub(hub.url, [])
+        ups = {r: asyncio.Event() for r in robots}
+        tasks = [asyncio.create_task(link(r, ups[r])) for r in robots]
+        for e in ups.values():
+            await asyncio.wait_for(e.wait(), 30)
+        await fl.ensure_hub(hub.url, robots)  # every MEM_ stream exists now
+        entry = {r: stores[r].record(Transition("room_e", "look", "colors=red", robot_id=r,
+                                                episode_id="conflict")) for r in robots}
+        end = time.perf_counter() + timeout
+        while not await everywhere(written()) and time.perf_counter() < end:
+            await asyncio.sleep(0.2)
+        leaves["cA"].stop()  # cA offline
+        stores["cA"].suppress([entry["cA"]], "dissonance: saw colors=blue")
+        suppression = [e for e in boxes["cA"].events() if e.kind == "suppressed"][-1]
+        older = Hlc(suppression.clock.wall_ms - 1000, 0, "cB")
+        restore = FleetEvent(older, "restored", suppression.entry, suppression.place,
+                             suppression.outcome, "looked again (older clock)")
+        nc = await nats.connect(leaves["cB"].url)
+        try:
+            await nc.jetstream(domain="cB").publish(
+                "glove.mem.cB.restored", restore.to_json().encode(),
+                headers={"Nats-Msg-Id": restore.event_id})
+        finally:
+            await nc.close()
+        stores["cX"].record(Transition("dock", "look", "colors=", robot_id="cX",
+                                       episode_id="conflict"))
+        await asyncio.sleep(1.0)
+        leaves["cA"].start()  # back online
+        t0 = time.perf_counter()
+        total = written() + 1  # + cB's hand-made restore
+        while not await everywhere(total) and time.perf_counter() - t0 < timeout:
+            await asyncio.sleep(0.2)
+        converged = time.perf_counter() - t0
+        await asyncio.sleep(0.5)  # the links apply what arrived
+        views = {}
+        for r in robots:
+            msgs = await fl.stream_messages(leaves[r].url, r, f"IN_{r}")
+            views[r] = fold([m.event for m in msgs if m.event is not None])
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        e_id = suppression.entry
+        out.update({
+            "converged_after_s": round(converged, 2) if converged < timeout else None,
+            "events": total,
+            "e_status": {r: v[e_id].status if e_id in v else None for r, v in views.items()},
+            "digests": {r: digest(v) for r, v in views.items()},
+            "digests_equal": len({digest(v) for v in views.values()}) == 1,
+            "skew_flags": {r: boxes[r].clock.skew_flags for r in robots},
+        })
+    finally:
+        stop.set()
+        for st in stores.values():
+            st.close()
+        for s in [*leaves.values(), hub]:
+            s.stop()
+    print(f"  conflict: E {out.get('e_status')}, digests equal {out.get('digests_equal')}, "
+          f"skew flags {out.get('skew_flags')}, converged {out.get('converged_after_s')} s "
+          "after cA returned", file=sys.stderr, flush=True)
+    return out
+
+
 def format_table(doc: Mapping[str, Any]) -> str:
     """One line per fleet size and phase."""
+    lines = _table_lines(doc)
+    c = doc.get("conflict")
+    if c:
+        lines.append(f"conflict and skew ({', '.join(c['robots'])}; one clock +{c['skew_ms']} "
+                     f"ms): E {c['e_status']}; digests equal {c['digests_equal']}; skew "
+                     f"flags {c['skew_flags']}; every event everywhere "
+                     f"{c['converged_after_s']} s after the offline robot returned")
+    return "\n".join(lines)
+
+
+def _table_lines(doc: Mapping[str, Any]) -> list[str]:
     lines = ["robots  alert->all p50/p95/max ms  each p50/p95 ms  written/s  hub lag max  "
              "catch-up s  outage: written  back s  hub/robots  dup  missing"]
     for r in doc["runs"]:
@@ -657,7 +785,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
                      f"{v['alone']['tasks_after_drift']} tasks after the drift); steps/task "
                      f"{v['alone']['steps_per_task']} vs {v['shared']['steps_per_task']}; "
                      f"success {v['alone']['success']} vs {v['shared']['success']}")
-    return "\n".join(lines)
+    return lines
 
 
 def _plot_faults(ax: Any, runs: list[Mapping[str, Any]]) -> None:
@@ -740,6 +868,10 @@ def main(args: argparse.Namespace) -> int:
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="glove_fleet_") as tmp:
             runs.append(asyncio.run(_run_size(n, args, Path(tmp))))
+    conflict = None
+    if args.conflict:
+        with tempfile.TemporaryDirectory(prefix="glove_fleet_conflict_") as tmp:
+            conflict = asyncio.run(run_conflict(Path(tmp)))
     doc = {
         "benchmark": "fleet",
         "settings": {"robots": sizes, "alerts": args.alerts, "rate": args.rate,
@@ -752,5 +884,6 @@ def main(args: argparse.Namespace) -> int:
                     "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
         "value": value,
         "runs": runs,
+        "conflict": conflict,
     }
     return write_results(doc, args.out, args.stem, write_plot, format_table, args.json)

@@ -365,7 +365,14 @@ class Outbox:
         own re-verification). Returns the ids suppressed here (empty for a duplicate, this
         robot's own event, or nothing to hide). The suppression and the "applied" mark
         commit in one transaction, so a redelivery after a crash changes nothing twice.
+
+        Every other robot's event also moves this robot's clock past it (so what this robot
+        writes next sorts after what it has seen), unless that clock is more than
+        ``max_skew_ms`` ahead of this robot's wall clock: then it is flagged
+        (``clock.skew_flags``), not merged, and the event is applied all the same.
         """
+        if event.robot_id != self.robot_id:
+            self.clock.observe(event.clock)
         if (event.robot_id == self.robot_id or event.kind != "suppressed"
                 or not event.outcome or event.reason.startswith(FLEET_REASON)):
             return []  # nothing to apply (and nothing to remember having applied)

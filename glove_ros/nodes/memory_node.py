@@ -462,7 +462,8 @@ class MemoryNode(LifecycleNode):
             values.update({"fleet_connected": str(self._fleet.connected).lower(),
                            "fleet_published": fs.published, "fleet_received": fs.received,
                            "fleet_applied_suppressions": fs.applied_suppressions,
-                           "fleet_malformed": fs.malformed})
+                           "fleet_malformed": fs.malformed,
+                           "fleet_skew_flags": fs.skew_flags})
         lost = ingest["dropped"] + ingest["failed"] + ingest["dds_lost"]
         summary = f"{stats['total']} entries, {stats['pending']} pending re-verification"
         if lost:
