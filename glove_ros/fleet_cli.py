@@ -106,6 +106,22 @@ class _Signals:
         self.event.set()
 
 
+def _start(server: Any) -> bool:
+    """Start ``server`` (it stops with this process); False after saying why it did not."""
+    try:
+        server.start(die_with_parent=True)
+        time.sleep(0.3)  # a port taken by another process answers the readiness check
+        if server.proc.poll() is not None:
+            last = (server.log().strip().splitlines() or [""])[-1]
+            raise RuntimeError(f"it exited with {server.proc.returncode}: "
+                               f"{last.split('] ', 2)[-1]} (log: {server.log_path})")
+    except (OSError, RuntimeError) as exc:
+        print(f"[fleet] cannot start the {server.name} server on port {server.port}: {exc}",
+              file=sys.stderr, flush=True)
+        return False
+    return True
+
+
 def _serve(server: Any, stop: _Signals, every: float = 0.5,
            tick: Any = None) -> int:
     """Run ``server`` until a signal (exit 0 / 130) or until it exits on its own (1)."""
@@ -132,7 +148,8 @@ def hub_main(args: argparse.Namespace) -> int:
     server = fleet.NatsServer("hub", fleet.hub_config(args.port, args.leaf_port,
                                                       store / "jetstream", host=args.listen),
                               store, args.port)
-    server.start(die_with_parent=True)
+    if not _start(server):
+        return 1
     try:
         sourced = asyncio.run(fleet.ensure_hub(server.url, []))
     except Exception as exc:
@@ -206,7 +223,8 @@ def leaf_main(args: argparse.Namespace) -> int:
     store = args.store or default_store() / robot
     server = fleet.NatsServer(robot, fleet.leaf_config(robot, args.port, args.hub,
                                                        store / "jetstream"), store, args.port)
-    server.start(die_with_parent=True)
+    if not _start(server):
+        return 1
     try:
         asyncio.run(fleet.prepare_robot(server.url, robot))
     except Exception as exc:

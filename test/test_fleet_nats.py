@@ -214,3 +214,32 @@ def test_a_robot_that_boots_before_the_hub_gets_a_fresh_inbox_once_registered(tm
         b_store.close()
         for s in [*leaves.values(), hub]:
             s.stop()
+
+
+def test_a_hub_on_a_taken_port_says_why_and_exits_1(tmp_path):
+    """``glove-ros fleet hub`` on ports another hub holds: one line naming the port, exit
+    code 1, no traceback, and the first hub keeps running."""
+    import subprocess
+    import sys
+
+    try:
+        fl.nats_server_binary()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    port, leaf = fl.free_port(), fl.free_port()
+    cmd = [sys.executable, "-m", "glove_ros.cli", "fleet", "hub", "--port", str(port),
+           "--leaf-port", str(leaf)]
+    first = subprocess.Popen([*cmd, "--store", str(tmp_path / "a")], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "hub up" in first.stdout.readline()
+        second = subprocess.run([*cmd, "--store", str(tmp_path / "b")], capture_output=True,
+                                text=True, timeout=60)
+        assert second.returncode == 1
+        assert "cannot start the hub server" in second.stderr
+        assert "address already in use" in second.stderr
+        assert "Traceback" not in second.stderr + second.stdout
+        assert first.poll() is None
+    finally:
+        first.terminate()
+        first.wait(30)
