@@ -339,7 +339,7 @@ async def _read_hub(url: str, timeout: float) -> tuple[list[Any], dict[str, dict
         err = getattr(si, "error", None)
         entry.update({"lag": si.lag, "active_s": None if active in (None, -1)
                       else round(active / 1e9, 1), "error": str(err) if err else ""})
-    return await fleet.hub_messages(url, timeout), sources
+    return await fleet.hub_messages(url, timeout=timeout), sources
 
 
 def format_status(report: Mapping[str, Any], max_suppressed: int = 20) -> str:
