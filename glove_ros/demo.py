@@ -166,7 +166,12 @@ class _Graph:
         self._files.append(log)
         cmd = graph.process_command(spec, params_file, overrides,
                                     exit_on_failure=True)  # check() reports it
-        self.procs[spec.name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        from glove_ros.launcher import die_with_parent
+
+        # a demo killed outright (SIGKILL, a test's timeout) takes its nodes with it (Linux)
+        self.procs[spec.name] = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None)
 
     def check(self) -> None:
         for name, p in self.procs.items():
@@ -276,6 +281,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                   args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import rclpy
     from rclpy.action import ActionClient
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
     from rclpy.executors import MultiThreadedExecutor
     from sensor_msgs.msg import BatteryState
     from std_msgs.msg import String, UInt32
@@ -375,7 +381,8 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
 
     node.create_subscription(BatteryState, "battery", on_battery, 10)
     episode_pub = node.create_publisher(UInt32, "episode_start", 10)
-    client = ActionClient(node, RunTask, "run_task")
+    group = MutuallyExclusiveCallbackGroup()  # the task requests run in it (_send)
+    client = ActionClient(node, RunTask, "run_task", callback_group=group)
     rows: list[dict[str, Any]] = []
     try:
         deadline = time.monotonic() + 120
@@ -401,7 +408,8 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             if battery["level"] < args.recharge_below:
                 docks += 1
                 _say(f"    battery at {battery['level']:.0%}: returning to the dock to charge")
-                r = _send(client, RunTask.Goal(task="return to the dock", task_id=f"dock{ep}"),
+                r = _send(node, group, client,
+                          RunTask.Goal(task="return to the dock", task_id=f"dock{ep}"),
                           args.task_timeout)
                 if not r.success:
                     raise RuntimeError(f"could not dock: {r.reason}")
@@ -415,7 +423,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             time.sleep(0.2)  # let the simulator apply the episode's events first
             t_ep = time.monotonic()
             goal = RunTask.Goal(task=f"find the {task.color} block", task_id=task.id)
-            res = _send(client, goal, args.task_timeout)
+            res = _send(node, group, client, goal, args.task_timeout)
             with lock:
                 alerted = any(a["episode"] == ep for a in counters["alerts"])
             if alerted and phase not in detected_in:
@@ -482,16 +490,22 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _send(client: Any, goal: Any, timeout: float) -> Any:
-    """Send a RunTask goal and wait for its result; TimeoutError / RuntimeError otherwise."""
-    from glove_ros.nodes.common import wait_future
+def _send(node: Any, group: Any, client: Any, goal: Any, timeout: float) -> Any:
+    """Send a RunTask goal and wait for its result; TimeoutError / RuntimeError otherwise.
 
-    handle = wait_future(client.send_goal_async(goal), timeout)
+    The requests are made inside the client's callback group (``run_in_group``): made from
+    this thread while the executor spins, an answer can arrive before rclpy has registered
+    the request and is dropped, and the demo waits for ever (the likely cause of a demo
+    that hung for the test's 300 s in one CI run on Jazzy)."""
+    from glove_ros.nodes.common import run_in_group, wait_future
+
+    handle = wait_future(run_in_group(node, group, lambda: client.send_goal_async(goal)),
+                         timeout)
     if handle is None or not handle.accepted:
         raise RuntimeError(f"planner rejected task '{goal.task}'")
-    res = wait_future(handle.get_result_async(), timeout)
+    res = wait_future(run_in_group(node, group, handle.get_result_async), timeout)
     if res is None:
-        handle.cancel_goal_async()
+        run_in_group(node, group, handle.cancel_goal_async)
         raise TimeoutError(f"task '{goal.task}' took longer than {timeout:.0f}s")
     return res.result
 

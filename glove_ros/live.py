@@ -192,32 +192,12 @@ class _Session:
             pass
 
     def in_group(self, group: Any, fn: Any, timeout: float = 10.0) -> Any:
-        """Run ``fn()`` on the executor, in callback group ``group``, and return its value.
+        """Run ``fn()`` on the executor in callback group ``group`` (see
+        :func:`glove_ros.nodes.common.run_in_group`: an action request made from this
+        thread could lose its answer)."""
+        from glove_ros.nodes.common import run_in_group
 
-        rclpy's ActionClient sends a goal (or result) request and only then registers it;
-        called from another thread while the executor runs, the answer can be taken in
-        between and is dropped ("Ignoring unexpected goal response"), and the caller waits
-        for ever. Run in the client's mutually exclusive group, nothing of the client runs
-        until the request is registered."""
-        done, box = threading.Event(), {}
-
-        def once() -> None:
-            timer.cancel()
-            try:
-                box["value"] = fn()
-            except Exception as exc:  # handed to the caller
-                box["error"] = exc
-            done.set()
-
-        timer = self.node.create_timer(0.001, once, callback_group=group)
-        try:
-            if not done.wait(timeout):
-                raise TimeoutError("the executor did not run the request")
-        finally:
-            self.node.destroy_timer(timer)
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return run_in_group(self.node, group, fn, timeout)
 
     def sleep(self, seconds: float) -> bool:
         """Sleep unless stopped; False when a signal arrived."""

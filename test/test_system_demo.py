@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -12,11 +14,25 @@ pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
 
+def _run_demo(args: list[str], cwd, timeout: float) -> subprocess.CompletedProcess:
+    """The demo in its own session; on a timeout its whole process group (the demo and the
+    graph it started) is killed, so a hung demo cannot disturb the tests after it."""
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "glove_ros.cli", "demo", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the demo did not finish in {timeout:.0f} s:\n{out[-3000:]}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def test_demo_small_world_counts_every_alert(tmp_path):
     out = tmp_path / "demo"
-    r = subprocess.run([sys.executable, "-u", "-m", "glove_ros.cli", "demo", "--world", "small",
-                        "--episodes", "8", "--no-static", "--out", str(out)],
-                       capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    r = _run_demo(["--world", "small", "--episodes", "8", "--no-static", "--out", str(out)],
+                  tmp_path, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     text = r.stdout + r.stderr
     assert "Traceback" not in text and "never retrieved" not in text, text
