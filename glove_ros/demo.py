@@ -428,12 +428,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                 alerted = any(a["episode"] == ep for a in counters["alerts"])
             if alerted and phase not in detected_in:
                 detected_in.add(phase)
-                # the suppressions and queueing that follow the alert arrive as memory
-                # events: wait for them (bounded), not for a fixed time
-                deadline = time.monotonic() + 5.0
-                while not _alert_settled(lock, counters, status_map, ep) \
-                        and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                time.sleep(0.3)  # the suppressions and queueing that follow the alert
                 snap(f"{phase}: dissonance (episode {ep})", ep)
             with lock:
                 row = {"episode": ep, "phase": phase, "color": task.color,
@@ -469,17 +464,6 @@ def _progress(total: int) -> Any:
 
     return tqdm(total=total, desc="episodes", unit="task", file=sys.stderr, leave=False,
                 dynamic_ncols=True)
-
-
-def _alert_settled(lock: Any, counters: dict[str, Any], status_map: Any, ep: int) -> bool:
-    """Whether every place alerted in episode ``ep`` shows a suppressed or pending memory
-    in ``status_map`` yet (the memory events that follow an alert have arrived)."""
-    with lock:
-        places = {(a["state_key"], a["action"]) for a in counters["alerts"]
-                  if a["episode"] == ep}
-        status = status_map.snapshot()
-    return all(any(v in ("suppressed", "pending") for k, v in status.items()
-                   if (k[0], k[1]) == place) for place in places)
 
 
 def _say(line: str) -> None:
