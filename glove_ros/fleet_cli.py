@@ -182,7 +182,7 @@ class _Registration:
         try:
             sourced = asyncio.run(fleet.ensure_hub(self.url, [self.robot], timeout=2.0))
         except Exception as exc:  # hub not reachable yet: robot works alone meanwhile
-            text = _why(exc)
+            text = fleet.error_text(exc, "the hub")
             if text != self._said:
                 print(f"[fleet] hub not reachable ({text}); {self.robot} keeps its events "
                       f"here and retries every {self.every:.0f} s", flush=True)
@@ -200,14 +200,6 @@ class _Registration:
                 print(f"[fleet] could not re-make IN_{self.robot} ({exc}); it catches up "
                       "after the server's retry", flush=True)
         self.done, self._said = True, ""
-
-
-def _why(exc: Exception) -> str:
-    """One line for a failed request to the hub."""
-    name = type(exc).__name__
-    if name in ("ServiceUnavailableError", "NoRespondersError", "TimeoutError"):
-        return "no answer from the hub's JetStream (uplink down or hub not started)"
-    return f"{name}: {exc}".strip()
 
 
 def leaf_main(args: argparse.Namespace) -> int:

@@ -39,3 +39,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "ros" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def nats_server() -> str:
+    """Path of the ``nats-server`` binary; the test is skipped where it is not installed."""
+    from glove_ros import fleet
+
+    try:
+        return fleet.nats_server_binary()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))

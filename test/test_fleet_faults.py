@@ -28,24 +28,16 @@ from glove_ros.core.experience import Transition  # noqa: E402
 from glove_ros.core.fleet import Outbox  # noqa: E402
 from glove_ros.core.store import ExperienceStore  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("nats_server")]
 
 
 def _t(state, outcome, robot="r"):
     return Transition(state, "look", outcome, robot_id=robot, episode_id="e")
 
 
-def _need_nats():
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-
-
 @contextlib.contextmanager
 def _servers(tmp_path, robots):
     """A hub and the robots' leaf servers, started; stopped afterwards."""
-    _need_nats()
     hub, leaves = fl.local_servers(robots, tmp_path)
     try:
         hub.start()
@@ -226,7 +218,6 @@ def test_conflict_and_skew_converge_over_the_servers(tmp_path):
     offline, suppresses E; cB re-trusts E with an older clock; cX's clock is 5 s ahead.
     Afterwards every robot has received every event, every robot's fold gives the same
     digest with E suppressed, and cA and cB flagged cX's clock (its events still applied)."""
-    _need_nats()
     r = asyncio.run(bf.run_conflict(tmp_path, skew_ms=5000, timeout=120))
     assert r["converged_after_s"] is not None, r
     assert set(r["e_status"].values()) == {"suppressed"}, r

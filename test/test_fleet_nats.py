@@ -43,11 +43,8 @@ async def _fleet_msgs(url):
     return await fl.stream_count(url, fl.HUB_DOMAIN, fl.FLEET_STREAM) or 0
 
 
+@pytest.mark.usefixtures("nats_server")
 def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path):
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
     hub, leaves = fl.local_servers(["rA", "rB"], tmp_path)
     a_store = ExperienceStore(str(tmp_path / "a.db"))
     b_store = ExperienceStore(str(tmp_path / "b.db"))
@@ -117,6 +114,7 @@ def test_a_suppression_reaches_the_other_robot_also_across_a_hub_outage(tmp_path
             s.stop()
 
 
+@pytest.mark.usefixtures("nats_server")
 def test_bench_fleet_smoke(tmp_path):
     """``glove-ros bench fleet`` on a tiny fleet (3 robots, no hub outage, no leaf
     restart and no conflict phase: test_fleet_faults.py runs it; three crashes of 3
@@ -127,10 +125,6 @@ def test_bench_fleet_smoke(tmp_path):
     import subprocess
     import sys
 
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
     out = subprocess.run(
         [sys.executable, "-m", "glove_ros.cli", "bench", "fleet", "--robots", "3",
          "--alerts", "3", "--duration", "2", "--rate", "20", "--outage", "0",
@@ -160,15 +154,12 @@ def test_bench_fleet_smoke(tmp_path):
     assert "alert->all" in out.stdout
 
 
+@pytest.mark.usefixtures("nats_server")
 def test_a_robot_that_boots_before_the_hub_gets_a_fresh_inbox_once_registered(tmp_path):
     """A robot whose streams were made while the hub was down: once it is registered, its
     still empty ``IN_`` stream is re-made (the old one's source waits out the server's
     back-off) and receives another robot's event; an ``IN_`` that holds events is never
     re-made (nothing it holds is thrown away)."""
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
     hub, leaves = fl.local_servers(["rA", "rB"], tmp_path)
     b_store = ExperienceStore(str(tmp_path / "b.db"))
     b = Outbox(b_store, "rB")
@@ -216,16 +207,13 @@ def test_a_robot_that_boots_before_the_hub_gets_a_fresh_inbox_once_registered(tm
             s.stop()
 
 
+@pytest.mark.usefixtures("nats_server")
 def test_a_hub_on_a_taken_port_says_why_and_exits_1(tmp_path):
     """``glove-ros fleet hub`` on ports another hub holds: one line naming the port, exit
     code 1, no traceback, and the first hub keeps running."""
     import subprocess
     import sys
 
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
     port, leaf = fl.free_port(), fl.free_port()
     cmd = [sys.executable, "-m", "glove_ros.cli", "fleet", "hub", "--port", str(port),
            "--leaf-port", str(leaf)]

@@ -30,11 +30,8 @@ def _t(state: str, outcome: str):
                       episode_id="e")
 
 
+@pytest.mark.usefixtures("nats_server")
 def test_a_suppression_on_one_robot_reaches_the_other_robots_memory_node(tmp_path):
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
     from glove_ros.msg import MemoryEntry
     from glove_ros.srv import QueryMemory, RecordTransition
 

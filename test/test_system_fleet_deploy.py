@@ -88,11 +88,8 @@ def _nats_servers(tmp_path: Path) -> list[int]:
     return _pids("nats-server", str(tmp_path))
 
 
+@pytest.mark.usefixtures("nats_server")
 def test_hub_and_a_launched_robot_share_memory_and_survive_a_killed_leaf(tmp_path):
-    try:
-        fl.nats_server_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
     from glove_ros.msg import Transition
     from glove_ros.srv import RecordTransition
 
