@@ -131,6 +131,19 @@ def test_every_glove_failure_on_these_worlds_is_a_hole_no_memory_could_hold(seed
     assert oracle["unmet_hole_falls"] == 0
 
 
+def test_a_place_seen_changed_lets_the_detour_retest_a_silently_reopened_tile():
+    """Development world 3219 (slippery 7x7, close / re-open / close): the fall that closed
+    the route in drift I was itself the latest alarm, and the re-opening in drift II is
+    only seen by trying the tile. The next tile seen as another kind (the new hole of
+    drift II) is outside evidence that the world changed: GLOVE re-tests the remembered
+    fall that forces its detour instead of keeping it all phase (before: a deadlock in
+    drift II and 23 of 45 drift episodes won; now 28)."""
+    data = suite.generate_frozenlake(3219, slippery=True, sizes=(4, 8), episodes=15)
+    glove = suite.run_frozenlake_world(data, "GLOVE-async")
+    assert glove["deadlocks"] == 0
+    assert glove["drift_success"] > 25 / 45
+
+
 def test_gym_adapter_runs_frozenlake_from_yaml_and_breaks_the_deadlock():
     sc = gymb.load_scenario(GYM_FL)
     doc = gymb.run_benchmark(sc, ["GLOVE-async", "LatestOverwrite", "GLOVE-async-norecheck"])

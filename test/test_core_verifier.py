@@ -568,6 +568,36 @@ def test_detour_rechecks_only_places_that_changed_and_stuck_rechecks_them_first(
     assert [p[0] for p in res.pairs] == ["a"]  # no place that changed is in the way
 
 
+def test_outside_evidence_of_change_makes_the_latest_dissonance_suspect(store):
+    """A failure that was itself the latest dissonance counts as re-confirmed since it, so
+    a door that closed and then silently re-opened would block the route for good. A change
+    seen elsewhere afterwards (``note_world_change``, e.g. a place seen as another kind) is
+    evidence the world moved on: the door is re-tested, once; a wall that never changed is
+    not; nothing is deleted and a mark older than the current one changes nothing."""
+    v = verifier(store, mode="async", p_th=1)
+    learn(v, T("w", "go", "blocked"), 2)  # a wall, never changed
+    learn(v, T("d", "go", "reached"), 3)
+    assert v.observe(T("d", "go", "blocked")).alert is not None  # the door closed
+    door = v.observe(T("d", "go", "blocked")).entry_id
+    assert not v.recheck_negatives(pairs=[("d", "go"), ("w", "go")]).pairs  # fresh
+    elsewhere = v.observe(T("e", "look", "red")).entry_id
+    v.note_world_change(door - 1, "older than the current mark")
+    assert not v.recheck_negatives(pairs=[("d", "go")]).pairs
+    v.note_world_change(elsewhere, "place e seen as another kind")
+    res = v.recheck_negatives(pairs=[("d", "go"), ("w", "go")])
+    assert [p[0] for p in res.pairs] == ["d"]  # the wall never changed: kept
+    assert v.distribution("d", "go") is None  # suppressed until re-verified
+    assert v.distribution("w", "go") == {"blocked": 1.0}
+    assert store.get(door) is not None  # nothing deleted
+    v.observe(T("d", "go", "blocked"))  # re-tested: still closed, re-confirmed
+    assert v.distribution("d", "go") == {"blocked": 1.0}
+    assert not v.recheck_negatives(pairs=[("d", "go")]).pairs  # bounded: once per change
+    assert v.stats()["world_changes"] == 1
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="entry_id"):
+            v.note_world_change(bad)
+
+
 def test_stuck_rechecks_places_that_changed_before_the_others(store):
     v = verifier(store, mode="async", p_th=1)
     learn(v, T("a", "go", "blocked"), 3)  # a wall that never moved

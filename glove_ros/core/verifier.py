@@ -115,6 +115,7 @@ DEFAULT_NEGATIVE_OUTCOMES = ("hole", "blocked", "collision", "failed", "unreacha
 
 _STREAK = "glove.streak:"
 _WORLD_MARK = "glove.world_mark"
+_CHANGE_MARK = "glove.change_mark"  # outside evidence of change (note_world_change)
 _NOISE = "glove.noise"
 _NOISE_EVERY = 64  # agreeing comparisons between two writes of the noise tally
 _ALARM_RUN = "glove.alarm_run:"  # + pending key: the relation kinds of an alarm's run
@@ -527,6 +528,7 @@ _COUNTERS = (
     "rechecks",
     "restorations",
     "false_alarms_learnt",
+    "world_changes",
 )
 
 
@@ -618,7 +620,8 @@ class GloveVerifier:
         ``probes`` counts probe samples actually applied, ``probe_requests`` requests issued,
         ``suppressions`` / ``replacements`` / ``restorations`` entries, ``rechecks``
         stale-negative groups, ``false_alarms_learnt`` alarms whose re-verification brought
-        the doubted memory back (their run then counts as observation noise).
+        the doubted memory back (their run then counts as observation noise),
+        ``world_changes`` outside evidence of change (:meth:`note_world_change`).
         """
         with self._lock:
             total: Counter[str] = Counter()
@@ -1329,8 +1332,9 @@ class GloveVerifier:
         cfg = self.config
         if not cfg.stale_negative_recheck:
             return []
-        mark = self.store.get_state(_WORLD_MARK)
-        threshold = int(mark["id"]) if mark else 0
+        threshold = max(int(m["id"]) for m in (
+            self.store.get_state(_WORLD_MARK) or {"id": 0},
+            self.store.get_state(_CHANGE_MARK) or {"id": 0}))
         if stuck:
             window = self.store.max_id() + 1 - cfg.stale_negative_after
             threshold = max(threshold, window)
@@ -1360,6 +1364,22 @@ class GloveVerifier:
                 return first
             return first or out
         return out
+
+    def note_world_change(self, entry_id: int, reason: str = "") -> None:
+        """Evidence from outside the pair tests that the world changed at recorded
+        transition ``entry_id`` (e.g. an adapter saw a place as another kind than before:
+        what a place is does not depend on how it was reached). Like an alarm, it makes
+        the negative memories not re-confirmed since suspect for the deadlock rule
+        (:meth:`recheck_negatives`); it suppresses nothing and does not count as an alarm.
+        An older mark than the current one is ignored."""
+        if isinstance(entry_id, bool) or not isinstance(entry_id, int) or entry_id < 1:
+            raise ValueError(f"entry_id must be a recorded transition id >= 1, got {entry_id!r}")
+        with self._lock, self._atomic():
+            if any(isinstance(m, dict) and int(m.get("id", 0)) >= entry_id for m in (
+                    self.store.get_state(_WORLD_MARK), self.store.get_state(_CHANGE_MARK))):
+                return
+            self.store.set_state(_CHANGE_MARK, {"id": entry_id, "reason": str(reason)[:200]})
+            self._count("world_changes")
 
     def stale_negative_candidates(
         self, state_keys: Iterable[str] | None = None, *, stuck: bool = False
