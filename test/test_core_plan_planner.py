@@ -284,6 +284,16 @@ def test_experience_risk_flags_updates_that_what_the_robot_knows_contradicts(pla
     assert "c/look recently dissonant" in risk(cand(Edit.change(
         "block_red", "The red block was seen at b.", meta={"colour": "red", "waypoints": ["b"]})))
     assert ("c", "look") in risk.dissonant() and risk.checks == 6
+    # re-verified since: the new trusted look at c saw blue. The same move of red away
+    # from c now says what experience says (no risk: deployed unjudged); putting green at
+    # c is still risky while c is recently dissonant
+    exp.record(look("c", "blue"))
+    assert ("c", "look") in risk.dissonant()
+    assert risk(cand(Edit.change("block_red", "The red block was seen at b.",
+                                 meta={"colour": "red", "waypoints": ["b"]}))) == ""
+    assert "green at c: c/look recently dissonant" in risk(cand(Edit.add(
+        "semantic", "block_green", "The green block was seen at c.",
+        meta={"colour": "green", "waypoints": ["c"]})))
 
 
 # ---------------------------------------------------------------------------- outcomes

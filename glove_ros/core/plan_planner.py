@@ -474,6 +474,16 @@ def _look_share(memory: MemoryView, waypoint: str, colour: str) -> float | None:
     return LookBelief(waypoint, counts, 0).share(colour) if counts else None
 
 
+def _confirmed(before: float, after: float, share: float | None, threshold: float) -> bool:
+    """Trusted looks already say what the change says: it places a colour where they
+    mostly saw it, or drops / demotes one where they mostly did not."""
+    if share is None:
+        return False
+    if after > before:
+        return after > 0 and share >= threshold
+    return share < threshold
+
+
 class ExperienceRisk:
     """Is a plan-memory candidate risky, by what the robot already knows? The risk check of
     :class:`~glove_ros.core.janus.EvidenceTrigger`: ``risk(candidate) -> reason`` ("" when
@@ -485,7 +495,10 @@ class ExperienceRisk:
     * it touches a waypoint whose ``look`` the GLOVE verifier recently found dissonant (a
       pending re-verification, or a SUPPRESSED / REPLACED / QUEUED event among the last
       ``recent_events`` of experience memory): the world there just changed, so an update
-      about it is the kind a stale or premature reflection gets wrong;
+      about it is the kind a stale or premature reflection gets wrong -- unless the
+      trusted looks there (what GLOVE kept or re-verified after the change) already say
+      the same: it places the colour where they mostly saw it, or drops it where they
+      mostly did not;
     * it places a colour at a waypoint where trusted looks mostly saw something else
       (``belief_threshold``), or
     * it removes or demotes a colour at a waypoint where trusted looks confirm it (a
@@ -554,10 +567,13 @@ class ExperienceRisk:
                 before, after = po.score.get(w, 0.0), pn.score.get(w, 0.0)
                 if before == after:
                     continue
-                if w in hot:
-                    reasons.append(f"{c} at {w}: {w}/look recently dissonant")
-                    continue
                 share = _look_share(self.memory, w, c)
+                if w in hot:
+                    # the world just changed there: only what re-verified looks already
+                    # say is safe to deploy unjudged
+                    if not _confirmed(before, after, share, self.belief_threshold):
+                        reasons.append(f"{c} at {w}: {w}/look recently dissonant")
+                    continue
                 if share is None:
                     continue
                 if after > before and after > 0 and share < self.belief_threshold:
