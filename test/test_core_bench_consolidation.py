@@ -140,5 +140,19 @@ def test_baseline_and_curve_in_the_document(doc):
         base["summary"]["mean_tokens_second_half"] / rule["summary"]["mean_tokens_second_half"],
         2)
     assert "rule_later_success_minus_baseline" in doc["ratios"]
+    # the bound: the writes since the last dock are the same in every arm and no rewrite
+    # removes them, so they are part of every arm's mean and the ratio stays below the bound
+    n, k = doc["scenario"]["episodes"], doc["scenario"]["every_k"]
+    half = rule["episodes"][n // 2:]
+    written = np.mean([e["tokens"] - rule["episodes"][(e["episode"] // k) * k]["tokens"]
+                       for e in half])
+    assert rule["summary"]["mean_tokens_written_since_dock_second_half"] == pytest.approx(
+        written, abs=0.05)
+    for arm in doc["arms"].values():
+        assert arm["summary"]["mean_tokens_written_since_dock_second_half"] == pytest.approx(
+            written, rel=0.25)
+    bound = doc["ratios"]["rule_vs_baseline_bound"]
+    assert bound == round(base["summary"]["mean_tokens_second_half"] / round(written, 1), 2)
+    assert doc["ratios"]["rule_vs_baseline_second_half"] <= bound
     assert rule["summary"]["rejection_rate"] == 0.0
     assert rule["summary"]["heldout_judged_runs"] == 4
