@@ -57,7 +57,8 @@ Scenario file (YAML; every key but ``name`` optional)::
     seeds: [0, 1, 2]               # task sequence / start / noise seeds
     max_steps: 6                   # step limit per task (navigations + looks)
     perception: symbolic           # symbolic (ground-truth colours) | camera (OpenCV)
-    verifier: {p_th: 2}            # VerifierConfig overrides (mode is async)
+    verifier: {}                   # VerifierConfig overrides (mode is async), e.g.
+                                   # {detector: p_th, p_th: 2} for the paper's rule
     belief_threshold: 0.5          # the gate's truth: share of trusted looks that must agree
     embedder: onnx                 # onnx (all-MiniLM-L6-v2 int8) | hashing
     eval_every: 5                  # held-out questions every k tasks (and after the last)
