@@ -285,7 +285,8 @@ def test_main_json_shape_and_files(tmp_path, capsys):
                 "phase", "episodes", "successes", "success_rate", "task_steps",
                 "probe_steps", "probes", "alerts", "decisions", "budget_exhausted_episodes",
                 "reopened_tiles", "negative_entries", "entry_retries_task",
-                "entry_retries_probe", "deadlock", "stale_kept", "first_contact_falls",
+                "entry_retries_probe", "deadlock", "stale_kept", "costly_episodes",
+                "deadlock_at_end", "first_contact_falls",
                 "unmet_hole_falls",
             }
             assert 0 <= p["successes"] <= p["episodes"]

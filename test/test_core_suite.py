@@ -144,6 +144,28 @@ def test_a_place_seen_changed_lets_the_detour_retest_a_silently_reopened_tile():
     assert glove["drift_success"] > 25 / 45
 
 
+def test_a_first_contact_fall_at_a_changed_place_is_retested_after_the_next_change():
+    """Development world 3823 (slippery 7x7, close / re-open): drift I's hole was first met
+    by a pair with no memory (no alarm), at a tile the agent had seen as ice. That pair
+    now counts as a place that changed, so when drift II's new hole is seen the detour
+    re-tests it (before: kept all phase although it forced a 14-step route for 12)."""
+    data = suite.generate_frozenlake(3823, slippery=True, sizes=(4, 8), episodes=15)
+    glove = suite.run_frozenlake_world(data, "GLOVE-async")
+    assert glove["deadlocks"] == 0 and glove["deadlocks_at_end"] == 0
+
+
+def test_a_stale_memory_that_costs_only_after_the_last_episode_is_no_deadlock():
+    """Development world 4823 (slippery 6x6): the re-opened tile's stale fall is kept all
+    of drift II, but another route is as short at every episode start; only the last
+    episode's fall into another hole leaves the believed route at the end of the phase
+    longer than the world's. The end-of-phase reading called that a deadlock; the method
+    had no episode to act in, so it is a stale memory that cost nothing."""
+    data = suite.generate_frozenlake(4823, slippery=True, sizes=(4, 8), episodes=15)
+    glove = suite.run_frozenlake_world(data, "GLOVE-async")
+    assert glove["deadlocks"] == 0
+    assert glove["deadlocks_at_end"] == 1 and glove["stale_kept"] == 1
+
+
 def test_gym_adapter_runs_frozenlake_from_yaml_and_breaks_the_deadlock():
     sc = gymb.load_scenario(GYM_FL)
     doc = gymb.run_benchmark(sc, ["GLOVE-async", "LatestOverwrite", "GLOVE-async-norecheck"])

@@ -598,6 +598,28 @@ def test_outside_evidence_of_change_makes_the_latest_dissonance_suspect(store):
             v.note_world_change(bad)
 
 
+def test_a_pair_that_saw_a_place_change_is_retested_first_after_the_next_change(store):
+    """A first contact with a place that changed (a new pair falls into a tile that was
+    ice before) raises no alarm and so marks no place as changed. Noted with its pair, it
+    joins the places that changed before: when the world changes again and it blocks the
+    planner's route, the detour re-tests it. A first contact noted without a pair is left
+    alone, as before."""
+    v = verifier(store, mode="async", p_th=1)
+    other = v.observe(T("m", "go", "blocked")).entry_id  # first contact, no pair noted
+    v.note_world_change(other, "place seen as another kind")
+    fall = v.observe(T("n", "go", "blocked")).entry_id  # new pair: no history, no alarm
+    v.note_world_change(fall, "place seen as another kind", ("n", "go", ""))
+    # n is fresh; m is older than the change but never changed itself: both kept
+    assert not v.recheck_negatives(pairs=[("n", "go"), ("m", "go")]).pairs
+    later = v.observe(T("e", "look", "red")).entry_id
+    v.note_world_change(later, "another place changed")
+    res = v.recheck_negatives(pairs=[("n", "go"), ("m", "go")])
+    assert [p[0] for p in res.pairs] == ["n"]
+    assert v.distribution("m", "go") == {"blocked": 1.0}
+    with pytest.raises(ValueError, match="pair"):
+        v.note_world_change(later + 1, "", ("n", "go"))
+
+
 def test_stuck_rechecks_places_that_changed_before_the_others(store):
     v = verifier(store, mode="async", p_th=1)
     learn(v, T("a", "go", "blocked"), 3)  # a wall that never moved

@@ -20,9 +20,12 @@ A probe cap bounds the probe steps within it (paper: B = 310 = 280 task + 30 pro
 For a phase that re-opens a hole the benchmark reports the self-confirming deadlock: the
 method's memory believed an entry to the re-opened tile to be a hole at the start of the
 phase, still believes it at the end, neither the agent nor a probe ever tried that entry
-again, and it costs: the route memory believes in from the start tile is longer than the
-true shortest route (or there is none). A wrong memory that costs nothing (another route
-is as short) is reported apart as ``stale_kept``.
+again, and it cost: at the start of one of the phase's episodes, the route memory believed
+in from the start tile was longer than with those entries corrected (or there was none), so
+the memory itself forced a detour while the method had an episode to re-test it in. A
+wrong memory that cost nothing (another route is as short) is reported apart as
+``stale_kept``. ``deadlock_at_end`` keeps the earlier reading (kept, and the believed route
+at the end of the phase longer than the world's shortest, for any reason).
 
 The agent hands its memory rule two hooks, the same for every rule: ``on_stuck`` when no
 believed route is left, and ``on_blocked(pairs)`` when remembered falls are all that stand
@@ -87,7 +90,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -714,6 +717,12 @@ class PhaseResult:
     entry_retries_probe: int = 0
     deadlock: bool | None = None
     stale_kept: bool | None = None
+    #: episode starts at which the re-opened tile's stale negative memory made the believed
+    #: route from the start longer than the same memory with those entries corrected
+    costly_episodes: int = 0
+    #: the earlier, end-of-phase reading of a deadlock (kept, and the believed route at the
+    #: end of the phase longer than the world's shortest for any reason), for comparison
+    deadlock_at_end: bool | None = None
     #: failed episodes that ended in the first fall into a tile that became a hole in this
     #: phase: what no method that learns from experience can avoid (the oracle is told)
     first_contact_falls: int = 0
@@ -741,6 +750,8 @@ class PhaseResult:
             "entry_retries_probe": self.entry_retries_probe,
             "deadlock": self.deadlock,
             "stale_kept": self.stale_kept,
+            "costly_episodes": self.costly_episodes,
+            "deadlock_at_end": self.deadlock_at_end,
             "first_contact_falls": self.first_contact_falls,
             "unmet_hole_falls": self.unmet_hole_falls,
         }
@@ -914,6 +925,28 @@ class Runner:
         true, _ = agent._route_length(start, truth, agent.hole_tiles(truth), False)
         return believed > true
 
+    def _stale_costly(self, desc: Sequence[str], truth: Mapping[tuple[int, int], Any]) -> bool:
+        """Whether the tracked stale negatives, if still believed and never re-tried this
+        phase, make the believed route from the start tile longer than the same beliefs
+        with those pairs corrected (their true outcomes): the memory itself, not other
+        errors, is what costs the detour."""
+        res = self._result
+        assert res is not None
+        if not self._track or res.entry_retries_task or res.entry_retries_probe:
+            return False
+        agent = self.agent
+        beliefs = agent.beliefs(self.rule)
+        if not any(agent.hole_risk(beliefs[p]) >= 0.5 for p in self._track):
+            return False
+        start = next(r * self.sc.ncol + c for r, row in enumerate(desc)
+                     for c, ch in enumerate(row) if ch == "S")
+        fixed = dict(beliefs)
+        for p in self._track:
+            fixed[p] = dict(truth[p])
+        believed, _ = agent._route_length(start, beliefs, agent.hole_tiles(beliefs), False)
+        corrected, _ = agent._route_length(start, fixed, agent.hole_tiles(fixed), False)
+        return believed > corrected
+
     def _deadlock_setup(self, prev: Sequence[str] | None, cur: Sequence[str]) -> None:
         res = self._result
         assert res is not None
@@ -964,8 +997,11 @@ class Runner:
             self._met -= changed  # a tile that changed kind is unmet again
             alerts0 = self.rule.alerts
             probe_env.reset(seed=self.sc.seed + 7919 * (i + 1))
+            truth = true_model(env) if res.reopened_tiles else {}
             try:
                 for ep in range(n_eps):
+                    if res.reopened_tiles and self._stale_costly(desc, truth):
+                        res.costly_episodes += 1
                     seed = self.sc.seed + 1000 * i if ep == 0 else None
                     ok, exhausted = self._episode(env, probe_env, seed)
                     res.successes += int(ok)
@@ -982,9 +1018,12 @@ class Runner:
                 kept = bool(still) and (
                     res.entry_retries_task == 0 and res.entry_retries_probe == 0
                 )
-                costly = kept and self._route_longer_than_true(desc)
+                # a deadlock: kept although it cost a longer route at the start of an
+                # episode of this phase (so the rule had an episode to re-test it in)
+                costly = kept and res.costly_episodes > 0
                 res.deadlock = costly
                 res.stale_kept = kept and not costly
+                res.deadlock_at_end = kept and self._route_longer_than_true(desc)
             results.append(res)
         return results
 

@@ -8,8 +8,10 @@ delay (visits to a changed place after the change until the method's belief ther
 the truth; median and p90, never-detected counted as infinite), false alarms per 1,000
 transitions (alerts or resets in phases where nothing changed: every source phase, and the
 whole of a nuisance-only world), probe steps, deadlocks (a re-opened place memory still
-believes closed, never re-tried, and it makes the believed route longer than the true one)
-and stale (the same wrong memory kept where another route is as short: it costs nothing);
+believes closed, never re-tried, although at an episode start of the phase it made the
+believed route longer than the same memory with it corrected; ``deadlocks_at_end``: the
+earlier end-of-phase reading, any longer route than the world's shortest) and stale (the
+same wrong memory kept where it cost no detour);
 on FrozenLake also the failed drift episodes and how many of them were the first fall into a
 tile that had just become a hole, or into a hole the agent had never met since it last
 changed (on a route it had never taken): what no method that learns from experience can
@@ -362,6 +364,7 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
         "quiet_transitions": tracker.transitions_quiet,
         "false_alarms": tracker.alarms_quiet,
         "deadlocks": sum(1 for p in drift if p.deadlock),
+        "deadlocks_at_end": sum(1 for p in drift if p.deadlock_at_end),
         "stale_kept": sum(1 for p in drift if p.stale_kept),
         "failed_episodes": episodes - sum(p.successes for p in drift),
         "first_contact_falls": sum(p.first_contact_falls for p in drift),
@@ -481,6 +484,7 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "corrections": sum(int(r.get("corrections", 0)) for r in records),
         "probe_steps": sum(int(r.get("probe_steps", 0)) for r in records),
         "deadlocks": sum(int(r.get("deadlocks", 0)) for r in records),
+        "deadlocks_at_end": sum(int(r.get("deadlocks_at_end", 0)) for r in records),
         "stale_kept": sum(int(r.get("stale_kept", 0)) for r in records),
         "failed_episodes": sum(int(r.get("failed_episodes", 0)) for r in records),
         "first_contact_falls": sum(int(r.get("first_contact_falls", 0)) for r in records),

@@ -639,7 +639,8 @@ class GloveRule(MemoryRule):
         self._log_alerts(result, step)
         self._place_alert(changed and not result.alerts, state, action, step)
         if changed and result.entry_id:
-            self.verifier.note_world_change(result.entry_id, f"place {outcome[0]!r} changed")
+            self.verifier.note_world_change(result.entry_id, f"place {outcome[0]!r} changed",
+                                            t.key)
         self._pending += [self._target(r) for r in result.probe_requests]
 
     def _log_alerts(self, result: Any, step: int) -> None:
@@ -738,7 +739,7 @@ class GloveRule(MemoryRule):
                                   self._clock_now)
                 if changed and result.entry_id:
                     self.verifier.note_world_change(result.entry_id,
-                                                    f"place {o[0]!r} changed")
+                                                    f"place {o[0]!r} changed", t.key)
                 self._pending += [self._target(r) for r in result.probe_requests]
             return
         for o in outcomes:

@@ -1365,16 +1365,23 @@ class GloveVerifier:
             return first or out
         return out
 
-    def note_world_change(self, entry_id: int, reason: str = "") -> None:
+    def note_world_change(self, entry_id: int, reason: str = "",
+                          pair: tuple[str, str, str] | None = None) -> None:
         """Evidence from outside the pair tests that the world changed at recorded
         transition ``entry_id`` (e.g. an adapter saw a place as another kind than before:
         what a place is does not depend on how it was reached). Like an alarm, it makes
         the negative memories not re-confirmed since suspect for the deadlock rule
-        (:meth:`recheck_negatives`); it suppresses nothing and does not count as an alarm.
-        An older mark than the current one is ignored."""
+        (:meth:`recheck_negatives`), and ``pair`` (state_key, action, action_arg), the one
+        that saw the change, joins the places that changed before (re-tested first when
+        they block a route again); it suppresses nothing and does not count as an alarm.
+        An older mark than the current one moves nothing."""
         if isinstance(entry_id, bool) or not isinstance(entry_id, int) or entry_id < 1:
             raise ValueError(f"entry_id must be a recorded transition id >= 1, got {entry_id!r}")
+        if pair is not None and (len(pair) != 3 or not all(isinstance(x, str) for x in pair)):
+            raise ValueError(f"pair must be (state_key, action, action_arg), got {pair!r}")
         with self._lock, self._atomic():
+            if pair is not None:
+                self._mark_volatile([tuple(pair)])
             if any(isinstance(m, dict) and int(m.get("id", 0)) >= entry_id for m in (
                     self.store.get_state(_WORLD_MARK), self.store.get_state(_CHANGE_MARK))):
                 return
