@@ -1221,8 +1221,8 @@ def format_table(report: dict[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("task/probe/alerts/out-of-budget: totals over the drift phases "
                  f"({', '.join(drift_names)}); deadlock: a re-opened tile's remembered-hole "
-                 "entry never re-tried while it makes the believed route longer than the "
-                 "true one")
+                 "entry never re-tried in the phase although, at an episode start, it made "
+                 "the believed route longer than the same memory with it corrected")
     if report.get("paper"):
         lines.append("paper (Qwen3-30B agent, B=310): " + "; ".join(
             f"{m} " + " ".join(f"{p}={v}" for p, v in vals.items())
