@@ -633,9 +633,17 @@ class GloveRule(MemoryRule):
         self._clock_now = max(self._clock_now, step)
         t = Transition(self._enc(state), self._enc(action), self._enc(outcome),
                        reward=float(reward), stamp=float(step + 1))
+        self._record(t, state, action, outcome, step)
+        self._cache = None
+
+    def _record(self, t: Any, state: Hashable, action: Hashable, outcome: Outcome,
+                step: int) -> None:
+        """Hand one observed transition to the verifier, with the place-level reading: a
+        place seen as another kind is a place alert (unless the pair's own test alarmed)
+        and outside evidence that the world changed (the pair joins the places that
+        changed before)."""
         changed = self._saw_place(outcome, step)
         result = self.verifier.observe(t)
-        self._cache = None
         self._log_alerts(result, step)
         self._place_alert(changed and not result.alerts, state, action, step)
         if changed and result.entry_id:
@@ -730,17 +738,9 @@ class GloveRule(MemoryRule):
             from glove_ros.core.experience import Source, Transition
 
             for o in outcomes:
-                changed = self._saw_place(o, self._clock_now)
                 t = Transition(self._enc(target.state), self._enc(target.action), self._enc(o),
                                source=Source.PROBED, stamp=float(self._clock_now + 1))
-                result = self.verifier.observe(t)
-                self._log_alerts(result, self._clock_now)
-                self._place_alert(changed and not result.alerts, target.state, target.action,
-                                  self._clock_now)
-                if changed and result.entry_id:
-                    self.verifier.note_world_change(result.entry_id,
-                                                    f"place {o[0]!r} changed", t.key)
-                self._pending += [self._target(r) for r in result.probe_requests]
+                self._record(t, target.state, target.action, o, self._clock_now)
             return
         for o in outcomes:
             self._place_alert(self._saw_place(o, self._clock_now), target.state,
