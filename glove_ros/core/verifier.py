@@ -1332,9 +1332,7 @@ class GloveVerifier:
         cfg = self.config
         if not cfg.stale_negative_recheck:
             return []
-        threshold = max(int(m["id"]) for m in (
-            self.store.get_state(_WORLD_MARK) or {"id": 0},
-            self.store.get_state(_CHANGE_MARK) or {"id": 0}))
+        threshold = self._world_changed_at()
         if stuck:
             window = self.store.max_id() + 1 - cfg.stale_negative_after
             threshold = max(threshold, window)
@@ -1365,6 +1363,12 @@ class GloveVerifier:
             return first or out
         return out
 
+    def _world_changed_at(self) -> int:
+        """Id of the newest evidence that the world changed: an alarm's streak start
+        (``_WORLD_MARK``) or outside evidence (``_CHANGE_MARK``); 0 when none."""
+        marks = (self.store.get_state(_WORLD_MARK), self.store.get_state(_CHANGE_MARK))
+        return max((int(m.get("id", 0)) for m in marks if isinstance(m, dict)), default=0)
+
     def note_world_change(self, entry_id: int, reason: str = "",
                           pair: tuple[str, str, str] | None = None) -> None:
         """Evidence from outside the pair tests that the world changed at recorded
@@ -1382,8 +1386,7 @@ class GloveVerifier:
         with self._lock, self._atomic():
             if pair is not None:
                 self._mark_volatile([tuple(pair)])
-            if any(isinstance(m, dict) and int(m.get("id", 0)) >= entry_id for m in (
-                    self.store.get_state(_WORLD_MARK), self.store.get_state(_CHANGE_MARK))):
+            if self._world_changed_at() >= entry_id:
                 return
             self.store.set_state(_CHANGE_MARK, {"id": entry_id, "reason": str(reason)[:200]})
             self._count("world_changes")
