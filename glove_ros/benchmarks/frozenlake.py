@@ -909,21 +909,21 @@ class Runner:
                 return now, False
             kept |= {move(s, a, self.sc.nrow, self.sc.ncol) for s, a in blocking}
 
-    def _route_longer_than_true(self, desc: Sequence[str]) -> bool:
-        """Whether the route memory believes in from the start tile is longer than the
-        world's shortest (both over possible moves; no believed route counts as longer)."""
-        env = make_env(desc, self.sc)
-        try:
-            truth = {k: dict(v) for k, v in true_model(env).items()}
-        finally:
-            env.close()
+    def _route_from_start(self, desc: Sequence[str], model: Mapping[tuple[int, int], Any]
+                          ) -> float:
+        """Fewest possible moves from the start tile to a goal over ``model`` (beliefs or
+        the true model; inf when there is no route)."""
         start = next(r * self.sc.ncol + c for r, row in enumerate(desc)
                      for c, ch in enumerate(row) if ch == "S")
-        agent = self.agent
-        beliefs = agent.beliefs(self.rule)
-        believed, _ = agent._route_length(start, beliefs, agent.hole_tiles(beliefs), False)
-        true, _ = agent._route_length(start, truth, agent.hole_tiles(truth), False)
-        return believed > true
+        holes = self.agent.hole_tiles(model)
+        return self.agent._route_length(start, model, holes, False)[0]
+
+    def _route_longer_than_true(self, desc: Sequence[str],
+                                truth: Mapping[tuple[int, int], Any]) -> bool:
+        """Whether the route memory believes in from the start tile is longer than the
+        world's shortest (both over possible moves; no believed route counts as longer)."""
+        beliefs = self.agent.beliefs(self.rule)
+        return self._route_from_start(desc, beliefs) > self._route_from_start(desc, truth)
 
     def _stale_costly(self, desc: Sequence[str], truth: Mapping[tuple[int, int], Any]) -> bool:
         """Whether the tracked stale negatives, if still believed and never re-tried this
@@ -934,18 +934,11 @@ class Runner:
         assert res is not None
         if not self._track or res.entry_retries_task or res.entry_retries_probe:
             return False
-        agent = self.agent
-        beliefs = agent.beliefs(self.rule)
-        if not any(agent.hole_risk(beliefs[p]) >= 0.5 for p in self._track):
+        beliefs = self.agent.beliefs(self.rule)
+        if not any(self.agent.hole_risk(beliefs[p]) >= 0.5 for p in self._track):
             return False
-        start = next(r * self.sc.ncol + c for r, row in enumerate(desc)
-                     for c, ch in enumerate(row) if ch == "S")
-        fixed = dict(beliefs)
-        for p in self._track:
-            fixed[p] = dict(truth[p])
-        believed, _ = agent._route_length(start, beliefs, agent.hole_tiles(beliefs), False)
-        corrected, _ = agent._route_length(start, fixed, agent.hole_tiles(fixed), False)
-        return believed > corrected
+        fixed = {**beliefs, **{p: dict(truth[p]) for p in self._track}}
+        return self._route_from_start(desc, beliefs) > self._route_from_start(desc, fixed)
 
     def _deadlock_setup(self, prev: Sequence[str] | None, cur: Sequence[str]) -> None:
         res = self._result
@@ -1023,7 +1016,7 @@ class Runner:
                 costly = kept and res.costly_episodes > 0
                 res.deadlock = costly
                 res.stale_kept = kept and not costly
-                res.deadlock_at_end = kept and self._route_longer_than_true(desc)
+                res.deadlock_at_end = kept and self._route_longer_than_true(desc, truth)
             results.append(res)
         return results
 
