@@ -529,6 +529,25 @@ def test_blocking_pairs_name_the_remembered_falls_on_a_shorter_route():
     assert agent.blocking_pairs(0, agent.beliefs(_Fixed({}))) == []
 
 
+def test_blocking_pairs_weigh_a_route_through_unexplored_tiles_as_a_guess():
+    # 3x3, start 0, goal 8. Known: down, down, then right from 6 falls into 7 (7 -> 8 known).
+    # Unexplored: 0 -> 1 -> 2 -> 5 -> 8, as short. Counting moves alone, the agent would
+    # explore round the remembered fall (and meet whatever holes lie there); as the planner
+    # values routes, four guessed moves are worth less than one remembered fall re-tested.
+    known = {(0, fl.DOWN): {(3, fl.ICE): 1.0}, (3, fl.DOWN): {(6, fl.ICE): 1.0},
+             (6, fl.RIGHT): {(7, HOLE): 1.0}, (7, fl.RIGHT): {(8, fl.GOAL): 1.0}}
+    agent = fl.MemoryAgent(3, 3, [8], fl.AgentConfig(gamma=0.95, unknown_trust=0.9))
+    beliefs = agent.beliefs(_Fixed(known))
+    assert agent.blocking_pairs(0, beliefs) == [(6, fl.RIGHT)]
+    # memory's own route past the fall is as short (4 moves), through unexplored tiles
+    holes = agent.hole_tiles(beliefs)
+    length, route = agent._route_length(0, beliefs, holes, False)
+    assert length == 4.0 and (6, fl.RIGHT) not in route
+    # a planner that trusts unexplored moves fully (unknown_trust 1) has nothing to ask
+    trusting = fl.MemoryAgent(3, 3, [8], fl.AgentConfig(gamma=0.95, unknown_trust=1.0))
+    assert trusting.blocking_pairs(0, trusting.beliefs(_Fixed(known))) == []
+
+
 def _drift_at(rule, state, action, before, after, step):
     """100 consistent observations, then one contradiction (an alarm, deterministic)."""
     for k in range(100):
@@ -605,6 +624,33 @@ def test_place_evidence_a_fall_into_a_tile_is_read_by_every_way_into_it():
     finally:
         rule.close()
         noplace.close()
+
+
+def test_a_remembered_fall_at_a_tile_that_changed_kind_is_retested_whoever_saw_the_change():
+    """Place-level volatility (development world 35, slippery, drift III): tile 5 was ice,
+    then a pair fell into it (the place changed); later another pair, with no memory of the
+    tile, slid into it too (a first contact: no alarm, and the tile's kind did not change
+    then). When the world changes again and that second fall blocks the agent's route,
+    the detour re-tests it: the tile changed before, whichever pair saw it. A fall into a
+    tile never seen as another kind is kept (a hole that never moved)."""
+    rule = mr.make_rule("GLOVE-async", is_negative=lambda o, r: o[1] == HOLE)
+    try:
+        for step in range(5):
+            rule.observe(4, fl.RIGHT, (5, fl.ICE), 0.0, step)  # tile 5 is ice
+        rule.observe(1, fl.DOWN, (5, HOLE), 0.0, 10)  # tile 5 became a hole
+        rule.observe(9, fl.UP, (5, HOLE), 0.0, 11)  # first contact from below
+        rule.observe(13, fl.RIGHT, (14, HOLE), 0.0, 12)  # a hole that never moved
+        # nothing changed since: the detour stands by both
+        rule.on_blocked([(9, fl.UP), (13, fl.RIGHT)], 20)
+        assert rule.distribution(9, fl.UP) == {(5, HOLE): 1.0}
+        rule.observe(6, fl.RIGHT, (7, fl.ICE), 0.0, 30)
+        rule.observe(6, fl.RIGHT, (7, HOLE), 0.0, 31)  # the world changes again
+        rule.on_blocked([(9, fl.UP), (13, fl.RIGHT)], 40)
+        assert rule.distribution(9, fl.UP) is None  # suppressed: the next visit re-tests
+        assert rule.distribution(13, fl.RIGHT) == {(14, HOLE): 1.0}
+        assert rule.rechecks == 1
+    finally:
+        rule.close()
 
 
 def test_a_stale_memory_that_costs_nothing_is_reported_apart_from_a_deadlock():

@@ -620,6 +620,27 @@ def test_a_pair_that_saw_a_place_change_is_retested_first_after_the_next_change(
         v.note_world_change(later + 1, "", ("n", "go"))
 
 
+def test_a_pair_noted_as_changed_before_is_retested_first_and_nothing_else_moves(store):
+    """``note_changed_before``: outside evidence that a pair's remembered outcome lies at a
+    place that changed before (an adapter saw the place change through another pair). It
+    marks the pair only: no mark moves, nothing is suppressed; after the next change the
+    detour re-tests it, and a pair not noted stays kept."""
+    v = verifier(store, mode="async", p_th=1)
+    v.observe(T("n", "go", "blocked"))
+    v.observe(T("m", "go", "blocked"))
+    later = v.observe(T("e", "look", "red")).entry_id
+    v.note_world_change(later, "another place changed")
+    assert not v.recheck_negatives(pairs=[("n", "go"), ("m", "go")]).pairs
+    v.note_changed_before([("n", "go", "")])
+    assert v.distribution("n", "go") == {"blocked": 1.0}  # nothing suppressed by the note
+    assert v.stats()["world_changes"] == 1  # no mark moved
+    res = v.recheck_negatives(pairs=[("n", "go"), ("m", "go")])
+    assert [p[0] for p in res.pairs] == ["n"]
+    assert v.distribution("m", "go") == {"blocked": 1.0}
+    with pytest.raises(ValueError, match="pair"):
+        v.note_changed_before([("n", "go")])
+
+
 def test_stuck_rechecks_places_that_changed_before_the_others(store):
     v = verifier(store, mode="async", p_th=1)
     learn(v, T("a", "go", "blocked"), 3)  # a wall that never moved

@@ -84,6 +84,7 @@ JSON shape:
 from __future__ import annotations
 
 import argparse
+import heapq
 import importlib.util
 import json
 import math
@@ -567,37 +568,45 @@ class MemoryAgent:
         return seen
 
     def _route_length(self, state: int, beliefs: dict, holes: set[int], optimistic: bool,
-                      kept: frozenset[int] = frozenset()) -> tuple[float, list[tuple[int, int]]]:
-        """Fewest moves to a goal over believed ice transitions, and the pairs used; a pair
+                      kept: frozenset[int] = frozenset(), guess_cost: float = 0.0
+                      ) -> tuple[float, list[tuple[int, int]]]:
+        """Cheapest way to a goal over believed ice transitions, and the pairs used; a pair
         believed more likely than not to end in a hole is no move at all.
 
+        Every move costs 1, a free-space guess ``1 + guess_cost`` (0: the fewest moves).
         ``optimistic``: such a pair (remembered, or guessed into a remembered hole tile) is
-        planned as its intended move instead, unless it leads into a tile of ``kept``
-        (holes memory was asked about and stands by)."""
+        planned as its intended move instead, at the cost of a guess, unless it leads into a
+        tile of ``kept`` (holes memory was asked about and stands by)."""
+        goal = -1  # every goal outcome leads to this one node
         prev: dict[int, tuple[int, int]] = {}
-        seen = {state}
-        queue = deque([(state, 0)])
-        while queue:
-            s, d = queue.popleft()
+        best = {state: 0.0}
+        heap = [(0.0, 0, state)]  # (cost, push order: ties go first-found, as in a BFS)
+        pushed = 0
+        while heap:
+            d, _, s = heapq.heappop(heap)
+            if s == goal:
+                path = [prev[goal]]
+                while path[-1][0] != state:
+                    path.append(prev[path[-1][0]])
+                return d, path[::-1]
+            if d > best[s]:
+                continue
             for a in range(4):
-                dist, _ = self.model(s, a, beliefs, holes)
+                dist, guessed = self.model(s, a, beliefs, holes)
                 nxt = move(s, a, self.nrow, self.ncol)
                 if self.hole_risk(dist) >= 0.5:  # the agent never takes such a move
                     if not optimistic or nxt in kept:
                         continue
-                    dist = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}
+                    dist, guessed = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}, True
+                step = d + 1.0 + (guess_cost if guessed else 0.0)
                 for (nxt, kind), p in dist.items():
-                    if p <= 0:
+                    node = goal if kind == GOAL else nxt if kind == ICE else None
+                    if p <= 0 or node is None or step >= best.get(node, math.inf):
                         continue
-                    if kind == GOAL:
-                        path = [(s, a)]
-                        while path[-1][0] != state:
-                            path.append(prev[path[-1][0]])
-                        return float(d + 1), path[::-1]
-                    if kind == ICE and nxt not in seen:
-                        seen.add(nxt)
-                        prev[nxt] = (s, a)
-                        queue.append((nxt, d + 1))
+                    best[node] = step
+                    prev[node] = (s, a)
+                    pushed += 1
+                    heapq.heappush(heap, (step, pushed, node))
         return math.inf, []
 
     def blocking_pairs(self, state: int, beliefs: dict,
@@ -607,10 +616,17 @@ class MemoryAgent:
         Empty unless ignoring what memory says ends in a hole (but the ``kept`` tiles)
         would shorten the way to a goal (the agent detours, or is stuck); then the
         remembered pairs whose failure blocks that shorter route: the pair itself, and the
-        pairs that remember falling into the same tile."""
+        pairs that remember falling into the same tile.
+
+        Routes are compared as the planner values them: a move memory knows nothing about is
+        worth ``unknown_trust`` of a known one, so it costs ln(unknown_trust) / ln(gamma)
+        moves more, and so does a remembered failure planned as passable. A route through
+        unexplored tiles is a guess too: a remembered failure that alone stands in the way of
+        a known route is worth asking about before the agent explores round it."""
         holes = self.hole_tiles(beliefs)
-        believed, _ = self._route_length(state, beliefs, holes, optimistic=False)
-        free, path = self._route_length(state, beliefs, holes, True, kept)
+        guess = math.log(self.cfg.unknown_trust) / math.log(self.cfg.gamma)
+        believed, _ = self._route_length(state, beliefs, holes, False, guess_cost=guess)
+        free, path = self._route_length(state, beliefs, holes, True, kept, guess)
         if not free < believed:
             return []
         out: list[tuple[int, int]] = []

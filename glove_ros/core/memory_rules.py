@@ -574,6 +574,7 @@ class GloveRule(MemoryRule):
         #: place -> (kind, step) of the newest observation showing it ((place, kind) outcomes)
         self._place_kind: dict[Hashable, tuple[Hashable, int]] = {}
         self._place_changed = -1  # step a place was last seen to change kind
+        self._changed_places: set[Hashable] = set()  # places ever seen to change kind
         self.place_alerts = 0
         cfg = VerifierConfig.from_dict({**values, "mode": mode})
         self.name = "GLOVE-sync" if mode == "sync" else "GLOVE-async"
@@ -673,6 +674,7 @@ class GloveRule(MemoryRule):
         if old is None or old[0] == outcome[1]:
             return False
         self._place_changed = step
+        self._changed_places.add(outcome[0])
         return True
 
     def _place_alert(self, raise_it: bool, state: Hashable, action: Hashable,
@@ -771,6 +773,7 @@ class GloveRule(MemoryRule):
         never showed a dissonance)."""
         self._clock_now = max(self._clock_now, step)
         enc = [(_encode(s), _encode(a)) for s, a in pairs]
+        self._mark_changed_places(enc)
         result = self.verifier.recheck_negatives(None, stuck=False, stamp=float(step + 1),
                                                  pairs=enc)
         self.rechecks += len(result.pairs)
@@ -779,6 +782,28 @@ class GloveRule(MemoryRule):
             self._cache = None
         targets = [self._target(r) for r in result.probe_requests]
         return targets + self._place_probes(doubted, targets, None, pairs)
+
+    def _mark_changed_places(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Place-level volatility: a named pair whose remembered failure lies at a place
+        that was seen to change kind before joins the places that changed before (the
+        detour re-tests those first), whichever pair saw the change. Why: a hole first met
+        by a pair with no memory of the tile (slid in from the side) alarms nowhere, and the
+        pair that saw the tile change may hold no memory of it any more."""
+        if not self._changed_places:
+            return
+        wanted = set(pairs)
+        keys = []
+        for g in self.store.outcome_groups(sorted({s for s, _ in wanted})):
+            if (g.state_key, g.action) not in wanted:
+                continue
+            for o in g.counts:
+                d = self._decode.get(o, o)
+                if (isinstance(d, tuple) and len(d) == 2 and d[0] in self._changed_places
+                        and self._is_neg(o, 0.0)):
+                    keys.append(g.pair)
+                    break
+        if keys:
+            self.verifier.note_changed_before(keys)
 
     def _place_probes(self, places: set[Hashable], taken: Sequence[ProbeTarget],
                       states: set[Hashable] | None,

@@ -1391,6 +1391,20 @@ class GloveVerifier:
             self.store.set_state(_CHANGE_MARK, {"id": entry_id, "reason": str(reason)[:200]})
             self._count("world_changes")
 
+    def note_changed_before(self, pairs: Iterable[tuple[str, str, str]]) -> None:
+        """Outside evidence that each of ``pairs`` ((state_key, action, action_arg)) leads to
+        a place that changed before (e.g. an adapter saw the place as another kind, through
+        whichever pair): they join the places that changed before, which the deadlock rule
+        re-tests first when they block a route (:meth:`recheck_negatives`). It moves no
+        mark and suppresses nothing."""
+        keys = [tuple(p) for p in pairs]
+        for pair in keys:
+            if len(pair) != 3 or not all(isinstance(x, str) for x in pair):
+                raise ValueError(f"pair must be (state_key, action, action_arg), got {pair!r}")
+        if keys:
+            with self._lock, self._atomic():
+                self._mark_volatile(keys)
+
     def stale_negative_candidates(
         self, state_keys: Iterable[str] | None = None, *, stuck: bool = False
     ) -> list[MemoryEntry]:
