@@ -575,8 +575,9 @@ class MemoryAgent:
 
         Every move costs 1, a free-space guess ``1 + guess_cost`` (0: the fewest moves).
         ``optimistic``: such a pair (remembered, or guessed into a remembered hole tile) is
-        planned as its intended move instead, at the cost of a guess, unless it leads into a
-        tile of ``kept`` (holes memory was asked about and stands by)."""
+        planned as its intended move instead (a remembered one as a known move: the route
+        as it would be were that memory wrong), unless it leads into a tile of ``kept``
+        (holes memory was asked about and stands by)."""
         goal = -1  # every goal outcome leads to this one node
         prev: dict[int, tuple[int, int]] = {}
         best = {state: 0.0}
@@ -597,7 +598,7 @@ class MemoryAgent:
                 if self.hole_risk(dist) >= 0.5:  # the agent never takes such a move
                     if not optimistic or nxt in kept:
                         continue
-                    dist, guessed = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}, True
+                    dist = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}
                 step = d + 1.0 + (guess_cost if guessed else 0.0)
                 for (nxt, kind), p in dist.items():
                     node = goal if kind == GOAL else nxt if kind == ICE else None
@@ -620,9 +621,10 @@ class MemoryAgent:
 
         Routes are compared as the planner values them: a move memory knows nothing about is
         worth ``unknown_trust`` of a known one, so it costs ln(unknown_trust) / ln(gamma)
-        moves more, and so does a remembered failure planned as passable. A route through
-        unexplored tiles is a guess too: a remembered failure that alone stands in the way of
-        a known route is worth asking about before the agent explores round it."""
+        moves more; a remembered failure is planned as a known move (the route were that
+        memory wrong). A route through unexplored tiles is a guess: a remembered failure
+        that alone stands in the way of a known route is worth asking about before the agent
+        explores round it."""
         holes = self.hole_tiles(beliefs)
         guess = math.log(self.cfg.unknown_trust) / math.log(self.cfg.gamma)
         believed, _ = self._route_length(state, beliefs, holes, False, guess_cost=guess)
