@@ -1381,11 +1381,10 @@ class GloveVerifier:
         An older mark than the current one moves nothing."""
         if isinstance(entry_id, bool) or not isinstance(entry_id, int) or entry_id < 1:
             raise ValueError(f"entry_id must be a recorded transition id >= 1, got {entry_id!r}")
-        if pair is not None and (len(pair) != 3 or not all(isinstance(x, str) for x in pair)):
-            raise ValueError(f"pair must be (state_key, action, action_arg), got {pair!r}")
+        keys = self._pair_keys([] if pair is None else [pair])
         with self._lock, self._atomic():
-            if pair is not None:
-                self._mark_volatile([tuple(pair)])
+            if keys:
+                self._mark_volatile(keys)
             if self._world_changed_at() >= entry_id:
                 return
             self.store.set_state(_CHANGE_MARK, {"id": entry_id, "reason": str(reason)[:200]})
@@ -1397,13 +1396,19 @@ class GloveVerifier:
         whichever pair): they join the places that changed before, which the deadlock rule
         re-tests first when they block a route (:meth:`recheck_negatives`). It moves no
         mark and suppresses nothing."""
+        keys = self._pair_keys(pairs)
+        if keys:
+            with self._lock, self._atomic():
+                self._mark_volatile(keys)
+
+    @staticmethod
+    def _pair_keys(pairs: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """``pairs`` as (state_key, action, action_arg) tuples; ValueError on anything else."""
         keys = [tuple(p) for p in pairs]
         for pair in keys:
             if len(pair) != 3 or not all(isinstance(x, str) for x in pair):
                 raise ValueError(f"pair must be (state_key, action, action_arg), got {pair!r}")
-        if keys:
-            with self._lock, self._atomic():
-                self._mark_volatile(keys)
+        return keys
 
     def stale_negative_candidates(
         self, state_keys: Iterable[str] | None = None, *, stuck: bool = False
