@@ -548,6 +548,20 @@ def test_blocking_pairs_weigh_a_route_through_unexplored_tiles_as_a_guess():
     assert trusting.blocking_pairs(0, trusting.beliefs(_Fixed(known))) == []
 
 
+def test_route_known_is_false_only_when_every_route_passes_a_remembered_fall():
+    # a 1x3 corridor, start 0, goal 2: the detour hook tells the rule ``no_route`` when
+    # memory leaves no route at all (not only a longer one)
+    agent = fl.MemoryAgent(1, 3, [2], fl.AgentConfig(gamma=0.95, unknown_trust=0.9))
+    assert agent.route_known(0, agent.beliefs(_Fixed({})))  # guesses are a route
+    fell = {(0, fl.RIGHT): {(1, HOLE): 1.0}}
+    beliefs = agent.beliefs(_Fixed(fell))
+    assert not agent.route_known(0, beliefs)
+    assert agent.blocking_pairs(0, beliefs) == [(0, fl.RIGHT)]
+    # a slide memory (less likely than not a fall) is still a route
+    slid = {(0, fl.RIGHT): {(1, HOLE): 0.4, (1, fl.ICE): 0.6}}
+    assert agent.route_known(0, agent.beliefs(_Fixed(slid)))
+
+
 def _drift_at(rule, state, action, before, after, step):
     """100 consistent observations, then one contradiction (an alarm, deterministic)."""
     for k in range(100):

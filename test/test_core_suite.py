@@ -171,6 +171,17 @@ def test_a_fall_at_a_tile_that_changed_kind_is_retested_whoever_saw_the_change()
     assert glove["phase_success"]["drift_III"] > 0.5
 
 
+def test_a_detour_hook_with_no_route_left_retests_a_fall_never_seen_to_change():
+    """Development world 4206 (slippery 6x6, close / re-open / close): in drift III the only
+    memory of the re-opened tile is one first-contact fall from drift II (the tile was never
+    seen as ice, so it is not a place that changed before). A fall elsewhere then left
+    memory no route at all; the detour hook says so (``no_route``), and GLOVE re-tests that
+    fall too instead of standing by it (before: a deadlock)."""
+    data = suite.generate_frozenlake(4206, slippery=True, sizes=(4, 8), episodes=15)
+    glove = suite.run_frozenlake_world(data, "GLOVE-async")
+    assert glove["deadlocks"] == 0
+
+
 def test_a_stale_memory_that_costs_no_detour_during_the_phase_is_no_deadlock():
     """Development world 3998 (slippery): the re-opened tile's stale fall is kept all phase,
     but correcting it would not shorten the believed route at any episode start; what

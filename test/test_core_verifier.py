@@ -641,6 +641,26 @@ def test_a_pair_noted_as_changed_before_is_retested_first_and_nothing_else_moves
         v.note_changed_before([("n", "go")])
 
 
+def test_a_detour_with_no_route_left_retests_suspects_at_places_never_seen_to_change(store):
+    """``no_route``: the named pairs block every route the planner knows, so a re-test is the
+    only way on. Suspects at places that changed before still go first; when there are
+    none, the others (not re-confirmed since the change) are re-tested, as for a stuck
+    planner. A memory re-confirmed since the change stays kept, and nothing is deleted."""
+    v = verifier(store, mode="async", p_th=1)
+    v.observe(T("n", "go", "blocked"))  # one remembered failure, never seen to change
+    later = v.observe(T("e", "look", "red")).entry_id
+    v.note_world_change(later, "another place changed")
+    assert not v.recheck_negatives(pairs=[("n", "go")]).pairs  # a detour keeps it
+    assert v.distribution("n", "go") == {"blocked": 1.0}
+    res = v.recheck_negatives(pairs=[("n", "go")], no_route=True)
+    assert [p[0] for p in res.pairs] == ["n"]
+    assert v.distribution("n", "go") is None  # suppressed until re-verified
+    assert store.get(1) is not None  # nothing deleted
+    v.observe(T("n", "go", "blocked"))  # re-tested: still blocked, re-confirmed
+    assert not v.recheck_negatives(pairs=[("n", "go")], no_route=True).pairs
+    assert v.distribution("n", "go") == {"blocked": 1.0}
+
+
 def test_stuck_rechecks_places_that_changed_before_the_others(store):
     v = verifier(store, mode="async", p_th=1)
     learn(v, T("a", "go", "blocked"), 3)  # a wall that never moved

@@ -626,7 +626,7 @@ class MemoryAgent:
         that alone stands in the way of a known route is worth asking about before the agent
         explores round it."""
         holes = self.hole_tiles(beliefs)
-        guess = math.log(self.cfg.unknown_trust) / math.log(self.cfg.gamma)
+        guess = self._guess_cost()
         believed, _ = self._route_length(state, beliefs, holes, False, guess_cost=guess)
         free, path = self._route_length(state, beliefs, holes, True, kept, guess)
         if not free < believed:
@@ -643,6 +643,18 @@ class MemoryAgent:
             out += [pair for pair, d in beliefs.items() if d and any(
                 nxt == tile and kind == HOLE and p >= 0.5 for (nxt, kind), p in d.items())]
         return sorted(set(out))
+
+    def _guess_cost(self) -> float:
+        """Extra moves a free-space guess is worth: ln(unknown_trust) / ln(gamma)."""
+        return math.log(self.cfg.unknown_trust) / math.log(self.cfg.gamma)
+
+    def route_known(self, state: int, beliefs: dict) -> bool:
+        """Whether memory leaves a route to a goal from ``state`` at all (over moves not
+        believed more likely than not to end in a hole, free-space guesses included)."""
+        holes = self.hole_tiles(beliefs)
+        cost, _ = self._route_length(state, beliefs, holes, False,
+                                     guess_cost=self._guess_cost())
+        return math.isfinite(cost)
 
     @staticmethod
     def hole_risk(dist: dict[Hashable, float] | None) -> float:
@@ -917,7 +929,8 @@ class Runner:
             if not blocking or blocking in asked:
                 return beliefs, False
             asked.add(blocking)
-            targets = self.rule.on_blocked(blocking, self.step)
+            targets = self.rule.on_blocked(blocking, self.step,
+                                           no_route=not self.agent.route_known(state, beliefs))
             if targets:
                 self._run_probes(targets, probe_env)
             now = self.agent.beliefs(self.rule)

@@ -157,9 +157,12 @@ class MemoryRule(ABC):
         """
         return []
 
-    def on_blocked(self, pairs: Sequence[Key], step: int = 0) -> list[ProbeTarget]:
+    def on_blocked(self, pairs: Sequence[Key], step: int = 0,
+                   no_route: bool = False) -> list[ProbeTarget]:
         """Memory of ``pairs`` as failures is all that stands between the agent and a
-        shorter route (it detours, or is stuck); return probes to run.
+        shorter route (it detours, or is stuck); return probes to run. ``no_route``: memory
+        leaves no route at all (every route passes a remembered failure), not only a
+        longer one.
 
         Local rules keep what they believe (a detour costs steps, not the task)."""
         return []
@@ -767,15 +770,17 @@ class GloveRule(MemoryRule):
         return targets + self._place_probes(doubted, targets, None if reachable is None
                                             else set(reachable))
 
-    def on_blocked(self, pairs: Sequence[Key], step: int = 0) -> list[ProbeTarget]:
+    def on_blocked(self, pairs: Sequence[Key], step: int = 0,
+                   no_route: bool = False) -> list[ProbeTarget]:
         """Re-test the remembered failures in the way if the world changed since they were
         last confirmed (the deadlock rule restricted to ``pairs``; nothing in a world that
-        never showed a dissonance)."""
+        never showed a dissonance). A detour re-tests only places that changed before;
+        with ``no_route`` (memory leaves no route at all) the others too when none did."""
         self._clock_now = max(self._clock_now, step)
         enc = [(_encode(s), _encode(a)) for s, a in pairs]
         self._mark_changed_places(enc)
         result = self.verifier.recheck_negatives(None, stuck=False, stamp=float(step + 1),
-                                                 pairs=enc)
+                                                 pairs=enc, no_route=no_route)
         self.rechecks += len(result.pairs)
         doubted = self._doubt_places(pairs)
         if doubted or result.pairs:

@@ -1327,7 +1327,7 @@ class GloveVerifier:
 
     def _suspect_groups(
         self, state_keys: Iterable[str] | None, stuck: bool,
-        pairs: Iterable[tuple[str, str]] | None = None,
+        pairs: Iterable[tuple[str, str]] | None = None, no_route: bool = False,
     ) -> list[OutcomeGroup]:
         cfg = self.config
         if not cfg.stale_negative_recheck:
@@ -1357,8 +1357,9 @@ class GloveVerifier:
             # a detour re-tests only places that changed before (an alarm overturned
             # memory there, or memory holds both a success and a failure); a stuck planner
             # re-tests those first and the rest once they are re-confirmed (they then stop
-            # being suspect) or when there are none
-            if wanted is not None and not stuck:
+            # being suspect) or when there are none, and so does a detour hook whose pairs
+            # leave no route at all (a re-test is the only way on)
+            if wanted is not None and not stuck and not no_route:
                 return first
             return first or out
         return out
@@ -1434,6 +1435,7 @@ class GloveVerifier:
         stuck: bool = False,
         stamp: float | None = None,
         pairs: Iterable[tuple[str, str]] | None = None,
+        no_route: bool = False,
     ) -> RecheckResult:
         """Break the self-confirming deadlock: re-test the stale negative memories.
 
@@ -1445,17 +1447,20 @@ class GloveVerifier:
         re-confirmed since the latest dissonance are suspect, so a detour in a world that
         never changed re-tests nothing; with ``recheck_volatile_first`` only those at
         places where an alarm already overturned memory, since a re-test of a failure can
-        cost as much as the failure).
+        cost as much as the failure). ``no_route``: ``pairs`` block every route the planner
+        knows, not only a shorter one; a re-test is then the only way on, so when none of
+        the suspects is at such a place the others are re-tested, as for a stuck planner.
         """
         with self._lock, self._atomic():
             when = stamp if stamp else self.store.now()
-            return self._recheck(state_keys, stuck=stuck, stamp=when, pairs=pairs)
+            return self._recheck(state_keys, stuck=stuck, stamp=when, pairs=pairs,
+                                 no_route=no_route)
 
     def _recheck(
         self, state_keys: Iterable[str] | None, *, stuck: bool, stamp: float,
-        pairs: Iterable[tuple[str, str]] | None = None,
+        pairs: Iterable[tuple[str, str]] | None = None, no_route: bool = False,
     ) -> RecheckResult:
-        groups = self._suspect_groups(state_keys, stuck, pairs)
+        groups = self._suspect_groups(state_keys, stuck, pairs, no_route)
         if not groups:
             return RecheckResult()
         candidates: list[MemoryEntry] = []
