@@ -562,6 +562,28 @@ def test_route_known_is_false_only_when_every_route_passes_a_remembered_fall():
     assert agent.route_known(0, agent.beliefs(_Fixed(slid)))
 
 
+def test_with_no_route_left_blocking_pairs_name_the_falls_on_every_cheapest_route():
+    # 3x3, start 0, goal 8, tile 4 a hole. Two equally short known routes, each blocked by
+    # one remembered fall: 0-1-2 then down into 5, 0-3-6 then right into 7. Memory leaves
+    # no route, so both falls are named at once (first found alone: dev world 3137 kept the
+    # other, stale, one while it left no route); a tile the rule stands by drops out.
+    known = {(0, fl.RIGHT): {(1, fl.ICE): 1.0}, (1, fl.RIGHT): {(2, fl.ICE): 1.0},
+             (2, fl.DOWN): {(5, HOLE): 1.0}, (5, fl.DOWN): {(8, fl.GOAL): 1.0},
+             (0, fl.DOWN): {(3, fl.ICE): 1.0}, (3, fl.DOWN): {(6, fl.ICE): 1.0},
+             (6, fl.RIGHT): {(7, HOLE): 1.0}, (7, fl.RIGHT): {(8, fl.GOAL): 1.0},
+             (1, fl.DOWN): {(4, HOLE): 1.0}, (3, fl.RIGHT): {(4, HOLE): 1.0}}
+    agent = fl.MemoryAgent(3, 3, [8], fl.AgentConfig(gamma=0.95, unknown_trust=0.9))
+    beliefs = agent.beliefs(_Fixed(known))
+    assert not agent.route_known(0, beliefs)
+    assert agent.blocking_pairs(0, beliefs) == [(2, fl.DOWN), (6, fl.RIGHT)]
+    assert agent.blocking_pairs(0, beliefs, frozenset({5})) == [(6, fl.RIGHT)]
+    # with the fall at 5 gone a route is left, and no remembered fall stands in the way of
+    # a shorter one: nothing is named
+    open_5 = {**known, (2, fl.DOWN): {(5, fl.ICE): 1.0}}
+    b2 = agent.beliefs(_Fixed(open_5))
+    assert agent.route_known(0, b2) and agent.blocking_pairs(0, b2) == []
+
+
 def _drift_at(rule, state, action, before, after, step):
     """100 consistent observations, then one contradiction (an alarm, deterministic)."""
     for k in range(100):

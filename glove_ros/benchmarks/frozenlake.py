@@ -91,7 +91,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,7 @@ GOAL, HOLE, ICE = "goal", "hole", "ice"
 
 DEFAULT_OUT = Path("bench/results")
 TOL = 1e-9
+_GOAL_NODE = -1  # the route search's one node for every goal outcome
 
 
 class ScenarioError(ValueError):
@@ -578,7 +579,7 @@ class MemoryAgent:
         planned as its intended move instead (a remembered one as a known move: the route
         as it would be were that memory wrong), unless it leads into a tile of ``kept``
         (holes memory was asked about and stands by)."""
-        goal = -1  # every goal outcome leads to this one node
+        goal = _GOAL_NODE
         prev: dict[int, tuple[int, int]] = {}
         best = {state: 0.0}
         heap = [(0.0, 0, state)]  # (cost, push order: ties go first-found, as in a BFS)
@@ -592,23 +593,66 @@ class MemoryAgent:
                 return d, path[::-1]
             if d > best[s]:
                 continue
-            for a in range(4):
-                dist, guessed = self.model(s, a, beliefs, holes)
-                nxt = move(s, a, self.nrow, self.ncol)
-                if self.hole_risk(dist) >= 0.5:  # the agent never takes such a move
-                    if not optimistic or nxt in kept:
-                        continue
-                    dist = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}
-                step = d + 1.0 + (guess_cost if guessed else 0.0)
-                for (nxt, kind), p in dist.items():
-                    node = goal if kind == GOAL else nxt if kind == ICE else None
-                    if p <= 0 or node is None or step >= best.get(node, math.inf):
+            for a, cost, nodes in self._moves(s, beliefs, holes, optimistic, kept, guess_cost):
+                step = d + cost
+                for node in nodes:
+                    if step >= best.get(node, math.inf):
                         continue
                     best[node] = step
                     prev[node] = (s, a)
                     pushed += 1
                     heapq.heappush(heap, (step, pushed, node))
         return math.inf, []
+
+    def _moves(self, s: int, beliefs: dict, holes: set[int], optimistic: bool,
+               kept: frozenset[int], guess_cost: float
+               ) -> Iterator[tuple[int, float, list[int]]]:
+        """The route search's moves from ``s``: (action, cost, nodes it may reach), a goal
+        outcome as ``_GOAL_NODE`` (see :meth:`_route_length`)."""
+        for a in range(4):
+            dist, guessed = self.model(s, a, beliefs, holes)
+            nxt = move(s, a, self.nrow, self.ncol)
+            if self.hole_risk(dist) >= 0.5:  # the agent never takes such a move
+                if not optimistic or nxt in kept:
+                    continue
+                dist = {(nxt, GOAL if nxt in self.goals else ICE): 1.0}
+            nodes = [_GOAL_NODE if kind == GOAL else nxt for (nxt, kind), p in dist.items()
+                     if p > 0 and kind in (GOAL, ICE)]
+            if nodes:
+                yield a, 1.0 + (guess_cost if guessed else 0.0), nodes
+
+    def _cheapest_route_pairs(self, state: int, beliefs: dict, holes: set[int],
+                              kept: frozenset[int], guess_cost: float) -> set[tuple[int, int]]:
+        """Every pair on some cheapest optimistic route from ``state`` to a goal (all the
+        routes that tie, not only the first found; empty when there is none)."""
+        edges: list[tuple[int, int, float, list[int]]] = []
+        frm = {state: 0.0}
+        heap = [(0.0, state)]
+        while heap:
+            d, s = heapq.heappop(heap)
+            if d > frm[s] or s == _GOAL_NODE:
+                continue
+            for a, cost, nodes in self._moves(s, beliefs, holes, True, kept, guess_cost):
+                edges.append((s, a, cost, nodes))
+                for node in nodes:
+                    if d + cost < frm.get(node, math.inf):
+                        frm[node] = d + cost
+                        heapq.heappush(heap, (d + cost, node))
+        total = frm.get(_GOAL_NODE, math.inf)
+        if not math.isfinite(total):
+            return set()
+        to_goal = {_GOAL_NODE: 0.0}  # cheapest cost on to a goal, over the same moves
+        changed = True
+        while changed:  # Bellman-Ford over at most n_states nodes
+            changed = False
+            for s, _a, cost, nodes in edges:
+                via = min(cost + to_goal.get(n, math.inf) for n in nodes)
+                if via < to_goal.get(s, math.inf) - TOL:
+                    to_goal[s] = via
+                    changed = True
+        return {(s, a) for s, a, cost, nodes in edges
+                if any(abs(frm[s] + cost + to_goal.get(n, math.inf) - total) <= TOL
+                       for n in nodes)}
 
     def blocking_pairs(self, state: int, beliefs: dict,
                        kept: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
@@ -631,6 +675,10 @@ class MemoryAgent:
         free, path = self._route_length(state, beliefs, holes, True, kept, guess)
         if not free < believed:
             return []
+        if not math.isfinite(believed):
+            # memory leaves no route at all: every cheapest route is as good a way on, so
+            # the remembered falls on all of them are named, not those of the first found
+            path = sorted(self._cheapest_route_pairs(state, beliefs, holes, kept, guess))
         out: list[tuple[int, int]] = []
         for s, a in path:
             dist, guessed = self.model(s, a, beliefs, holes)
