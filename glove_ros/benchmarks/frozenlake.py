@@ -668,7 +668,8 @@ class MemoryAgent:
         moves more; a remembered failure is planned as a known move (the route were that
         memory wrong). A route through unexplored tiles is a guess: a remembered failure
         that alone stands in the way of a known route is worth asking about before the agent
-        explores round it."""
+        explores round it. When memory leaves no route at all, the remembered failures on
+        every cheapest route are named (any of them is as good a way on)."""
         holes = self.hole_tiles(beliefs)
         guess = self._guess_cost()
         believed, _ = self._route_length(state, beliefs, holes, False, guess_cost=guess)
