@@ -973,13 +973,15 @@ class Runner:
         route (each set once per episode); where it stands by them, look for the next
         shorter route past them. Returns (beliefs, budget exhausted)."""
         kept: set[int] = set()
+        no_route: bool | None = None  # beliefs stay the same until the loop returns
         while True:
             blocking = tuple(self.agent.blocking_pairs(state, beliefs, frozenset(kept)))
             if not blocking or blocking in asked:
                 return beliefs, False
             asked.add(blocking)
-            targets = self.rule.on_blocked(blocking, self.step,
-                                           no_route=not self.agent.route_known(state, beliefs))
+            if no_route is None:
+                no_route = not self.agent.route_known(state, beliefs)
+            targets = self.rule.on_blocked(blocking, self.step, no_route=no_route)
             if targets:
                 self._run_probes(targets, probe_env)
             now = self.agent.beliefs(self.rule)
