@@ -280,7 +280,6 @@ def main(args: argparse.Namespace) -> int:
 def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                   args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import rclpy
-    from rclpy.action import ActionClient
     from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
     from rclpy.executors import MultiThreadedExecutor
     from sensor_msgs.msg import BatteryState
@@ -296,7 +295,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
         MemoryEvent,
         VerifierStatus,
     )
-    from glove_ros.nodes.common import BackgroundSpinner, latched_qos
+    from glove_ros.nodes.common import BackgroundSpinner, SpinSafeActionClient, latched_qos
 
     rclpy.init()
     node = rclpy.create_node("glove_demo")
@@ -382,7 +381,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     node.create_subscription(BatteryState, "battery", on_battery, 10)
     episode_pub = node.create_publisher(UInt32, "episode_start", 10)
     group = MutuallyExclusiveCallbackGroup()  # the task requests run in it (_send)
-    client = ActionClient(node, RunTask, "run_task", callback_group=group)
+    client = SpinSafeActionClient(node, RunTask, "run_task", callback_group=group)
     rows: list[dict[str, Any]] = []
     try:
         deadline = time.monotonic() + 120

@@ -229,16 +229,15 @@ def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:
 
 def task_main(args: argparse.Namespace) -> int:
     """Send one task to the running planner; print feedback and the result."""
-    from rclpy.action import ActionClient
-
     from glove_ros.action import RunTask
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     s = _Session(args, "task")
     try:
         from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
         group = MutuallyExclusiveCallbackGroup()  # requests are registered before answers
-        client = ActionClient(s.node, RunTask, "run_task", callback_group=group)
+        client = SpinSafeActionClient(s.node, RunTask, "run_task", callback_group=group)
         deadline = time.monotonic() + args.wait
         while not client.wait_for_server(timeout_sec=0.5):
             if s.stop.is_set():

@@ -14,6 +14,7 @@ from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.action import ActionClient
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
@@ -236,6 +237,22 @@ class BackgroundSpinner:
         self._spinning.clear()
         self._thread.join(join_timeout)
         stop_executor(self.executor)
+
+
+class SpinSafeActionClient(ActionClient):
+    """An rclpy ActionClient that may be created while an executor spins its node on
+    another thread (the demo's and ``glove-ros task``'s background spinners).
+
+    rclpy (Kilted) registers a new client with its node before it sets the client's lock;
+    an executor that rebuilds its wait set in between fails on the missing lock
+    ("'ActionClient' object has no attribute '_lock'") and its spin thread dies, so nothing
+    is received any more. This client has its lock before it is registered (rclpy then
+    replaces it with another, while nothing can hold it yet). Nodes that create their
+    clients before they spin do not need it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lock = threading.Lock()
+        super().__init__(*args, **kwargs)
 
 
 def run_in_group(node: Any, group: Any, fn: Callable[[], Any], timeout: float = 10.0) -> Any:

@@ -1,0 +1,55 @@
+"""An action client created while a background spinner runs its node (the demo's run_task
+client, ``glove-ros task``).
+
+What must hold: the client has its lock before rclpy registers it with the node (rclpy
+registers first and sets the lock after, so a spinning executor could meet a client
+without one and its spin thread died: the demo then saw no message at all); and the
+spinner keeps handing out work after many clients were created while it spins.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+
+def test_a_client_created_while_spinning_has_its_lock_when_registered():
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from glove_ros.action import RunTask
+    from glove_ros.nodes.common import BackgroundSpinner, SpinSafeActionClient
+
+    ctx = rclpy.context.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node("spin_safe_client_test", context=ctx)
+    executor = MultiThreadedExecutor(2, context=ctx)
+    executor.add_node(node)
+    spinner = BackgroundSpinner(executor, period=0.001)
+    try:
+        seen: list[bool] = []
+        add = node.add_waitable
+
+        def recording_add(waitable):
+            seen.append(hasattr(waitable, "_lock"))
+            return add(waitable)
+
+        node.add_waitable = recording_add
+        clients = [SpinSafeActionClient(node, RunTask, f"run_task_{i}") for i in range(50)]
+        node.add_waitable = add
+        assert seen == [True] * 50
+        fired = threading.Event()
+        timer = node.create_timer(0.01, fired.set)
+        assert fired.wait(5.0), "the spinner stopped handing out work"
+        assert spinner._thread.is_alive()
+        node.destroy_timer(timer)
+        for c in clients:
+            c.destroy()
+    finally:
+        spinner.stop()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
