@@ -241,14 +241,14 @@ class BackgroundSpinner:
 
 class SpinSafeActionClient(ActionClient):
     """An rclpy ActionClient that may be created while an executor spins its node on
-    another thread (the demo's and ``glove-ros task``'s background spinners).
+    another thread: in a lifecycle transition (the nodes' clients), or beside a background
+    spinner (the demo's and ``glove-ros task``'s run_task clients).
 
     rclpy (Kilted) registers a new client with its node before it sets the client's lock;
     an executor that rebuilds its wait set in between fails on the missing lock
     ("'ActionClient' object has no attribute '_lock'") and its spin thread dies, so nothing
     is received any more. This client has its lock before it is registered (rclpy then
-    replaces it with another, while nothing can hold it yet). Nodes that create their
-    clients before they spin do not need it."""
+    replaces it with another, while nothing can hold it yet)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()

@@ -61,6 +61,7 @@ from glove_ros.msg import TaskOutcome
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
     Param,
+    SpinSafeActionClient,
     declare_params,
     destroy_handles,
     param_values,
@@ -232,7 +233,8 @@ class ConsolidationNode(LifecycleNode):
         self._action = ActionServer(
             self, Consolidate, "consolidate", self._execute, goal_callback=self._on_goal,
             cancel_callback=lambda _g: CancelResponse.ACCEPT, callback_group=reentrant)
-        self._client = ActionClient(self, Consolidate, "consolidate", callback_group=reentrant)
+        self._client = SpinSafeActionClient(self, Consolidate, "consolidate",
+                                            callback_group=reentrant)
         self._timer = self.create_timer(1.0, self._maybe_auto, callback_group=subs)
         self.add_on_set_parameters_callback(self._on_live_params)
         self.get_logger().info("consolidation active")

@@ -44,7 +44,7 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from std_msgs.msg import String
@@ -73,6 +73,7 @@ from glove_ros.msg import DetectionArray, TaskOutcome
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
     Param,
+    SpinSafeActionClient,
     declare_params,
     latched_qos,
     param_values,
@@ -276,8 +277,8 @@ class PlannerNode(LifecycleNode):
             self.reverify_client = self.create_client(Trigger, "reverify_negatives",
                                                       callback_group=g)
             self.dock_client = self.create_client(Trigger, "dock", callback_group=g)
-            self.nav_client = ActionClient(self, NavigateToWaypoint, "navigate_to_waypoint",
-                                           callback_group=g)
+            self.nav_client = SpinSafeActionClient(self, NavigateToWaypoint,
+                                                   "navigate_to_waypoint", callback_group=g)
         if self._wp_pub is None:  # publishers: created once, destroyed on cleanup
             self._wp_pub = self.create_publisher(String, "current_waypoint", latched_qos())
             self._outcome_pub = self.create_publisher(TaskOutcome, "task_outcomes", 10)

@@ -36,6 +36,7 @@ from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition, VerifierSta
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
     Param,
+    SpinSafeActionClient,
     declare_params,
     latched_qos,
     param_values,
@@ -97,7 +98,8 @@ class VerifierNode(LifecycleNode):
         if self._status_pub is None:  # created once, destroyed on cleanup
             self._status_pub = self.create_publisher(VerifierStatus, "verifier_status",
                                                      latched_qos())
-            self._probe_client = ActionClient(self, Probe, "probe", callback_group=self._group)
+            self._probe_client = SpinSafeActionClient(self, Probe, "probe",
+                                                      callback_group=self._group)
             self._record_client = self.create_client(
                 RecordTransition, "record_transition", callback_group=self._group
             )

@@ -74,6 +74,7 @@ from glove_ros.core.world import World, load_world
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
     Param,
+    SpinSafeActionClient,
     declare_params,
     destroy_handles,
     param_values,
@@ -195,11 +196,9 @@ class WaypointNavNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         group = ReentrantCallbackGroup()
         if self._interface == "action":
-            from rclpy.action import ActionClient
-
-            self._nav2 = ActionClient(self, nav2_action_type(),
-                                      str(self.get_parameter("nav2.action").value),
-                                      callback_group=group)
+            self._nav2 = SpinSafeActionClient(self, nav2_action_type(),
+                                              str(self.get_parameter("nav2.action").value),
+                                              callback_group=group)
         else:
             self._goal_pub = self.create_publisher(PoseStamped, "goal_pose", 10)
         if self.get_parameter("pose_source").value == "odom":
