@@ -30,6 +30,7 @@ def test_a_client_created_while_spinning_has_its_lock_when_registered():
     executor = MultiThreadedExecutor(2, context=ctx)
     executor.add_node(node)
     spinner = BackgroundSpinner(executor, period=0.001)
+    clients = []
     try:
         seen: list[bool] = []
         add = node.add_waitable
@@ -39,7 +40,7 @@ def test_a_client_created_while_spinning_has_its_lock_when_registered():
             return add(waitable)
 
         node.add_waitable = recording_add
-        clients = [SpinSafeActionClient(node, RunTask, f"run_task_{i}") for i in range(50)]
+        clients += [SpinSafeActionClient(node, RunTask, f"run_task_{i}") for i in range(50)]
         node.add_waitable = add
         assert seen == [True] * 50
         fired = threading.Event()
@@ -47,9 +48,11 @@ def test_a_client_created_while_spinning_has_its_lock_when_registered():
         assert fired.wait(5.0), "the spinner stopped handing out work"
         assert spinner._thread.is_alive()
         node.destroy_timer(timer)
+    finally:
+        # stop spinning before the clients go: destroying a client while an executor
+        # spins is another rclpy race, not this test's subject
+        spinner.stop()
         for c in clients:
             c.destroy()
-    finally:
-        spinner.stop()
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
