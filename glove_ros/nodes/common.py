@@ -248,11 +248,30 @@ class SpinSafeActionClient(ActionClient):
     an executor that rebuilds its wait set in between fails on the missing lock
     ("'ActionClient' object has no attribute '_lock'") and its spin thread dies, so nothing
     is received any more. This client has its lock before it is registered (rclpy then
-    replaces it with another, while nothing can hold it yet)."""
+    replaces it with another, while nothing can hold it yet).
+
+    It may also be destroyed while the executor spins (a lifecycle node's deactivate and
+    cleanup): rclpy's executor lists the node's waitables, fails to enter a client destroyed
+    since (and skips its entities) but adds it to the wait set all the same ("action client
+    pointer is invalid"), and its spin thread dies. A destroyed client adds nothing and is
+    never ready. A client the executor did enter is destroyed only once the executor lets
+    go of it (rclpy's ``destroy_when_not_in_use``), so it stays valid through that wait."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()
+        self._destroyed = False
         super().__init__(*args, **kwargs)
+
+    def add_to_wait_set(self, wait_set: Any) -> None:
+        if not self._destroyed:
+            super().add_to_wait_set(wait_set)
+
+    def is_ready(self, wait_set: Any) -> bool:
+        return not self._destroyed and super().is_ready(wait_set)
+
+    def destroy(self) -> None:
+        self._destroyed = True  # before the handle goes: the executor checks it first
+        super().destroy()
 
 
 def run_in_group(node: Any, group: Any, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
