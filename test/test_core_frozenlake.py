@@ -662,6 +662,38 @@ def test_place_evidence_a_fall_into_a_tile_is_read_by_every_way_into_it():
         noplace.close()
 
 
+def test_a_change_seen_later_but_perhaps_made_earlier_leaves_a_fresh_fall_standing():
+    """One drift closes tile 5 and re-opens tile 9 at once (slippery development world 44:
+    the detour hook then sent the agent back into the hole it had just met, and it fell
+    again). The agent meets the new hole first, the re-opened tile later. That tile was
+    last seen as a hole before the fall, so its change may be as old as the hole's: it
+    makes neither the fall itself nor the reading of tile 5 by another way into it stale,
+    and the detour hook keeps both. A tile last seen as its old kind after the fall
+    changed after it, surely: then both are re-tested."""
+    rule = mr.make_rule("GLOVE-async", is_negative=lambda o, r: o[1] == HOLE)
+    try:
+        for step in range(5):
+            rule.observe(4, fl.RIGHT, (5, fl.ICE), 0.0, step)  # tile 5 is ice
+        rule.observe(8, fl.RIGHT, (9, HOLE), 0.0, 6)  # tile 9 is a hole
+        rule.observe(1, fl.DOWN, (5, fl.ICE), 0.0, 7)
+        rule.observe(1, fl.DOWN, (5, HOLE), 0.0, 10)  # the drift: tile 5 closed
+        assert rule.distribution(4, fl.RIGHT) == {(5, HOLE): 1.0}  # read by every way in
+        rule.observe(8, fl.RIGHT, (9, fl.ICE), 0.0, 20)  # ... and tile 9 re-opened
+        assert rule.on_blocked([(4, fl.RIGHT), (1, fl.DOWN)], 30) == []
+        assert rule.distribution(4, fl.RIGHT) == {(5, HOLE): 1.0}
+        assert rule.distribution(1, fl.DOWN) == {(5, HOLE): 1.0}
+        assert rule.rechecks == 0  # the fall is not suspect: nothing surely changed since
+        # tile 11, seen as ice after the fall and then as a hole: the world changed after
+        # the fall, surely; the reading of tile 5 is dropped and the fall re-tested
+        rule.observe(10, fl.RIGHT, (11, fl.ICE), 0.0, 40)
+        rule.observe(10, fl.RIGHT, (11, HOLE), 0.0, 41)
+        rule.on_blocked([(4, fl.RIGHT), (1, fl.DOWN)], 50)
+        assert rule.distribution(4, fl.RIGHT) == {(5, fl.ICE): 1.0}
+        assert rule.rechecks == 1
+    finally:
+        rule.close()
+
+
 def test_a_remembered_fall_at_a_tile_that_changed_kind_is_retested_whoever_saw_the_change():
     """Place-level volatility (development world 35, slippery, drift III): tile 5 was ice,
     then a pair fell into it (the place changed); later another pair, with no memory of the

@@ -171,6 +171,18 @@ def test_a_fall_at_a_tile_that_changed_kind_is_retested_whoever_saw_the_change()
     assert glove["phase_success"]["drift_III"] > 0.5
 
 
+def test_a_hole_just_met_is_not_retested_for_a_change_that_may_be_older():
+    """Development world 44 (slippery 7x7, close / re-open): drift II re-opens drift I's hole
+    and closes a tile of the detour. The agent fell into the new hole first and saw the
+    re-opened tile later; the detour hook took that for a newer change, dropped the fresh
+    hole and sent the agent back into it (6 failed drift episodes, drift II 11 of 15 won;
+    now 4 and 13)."""
+    data = suite.generate_frozenlake(44, slippery=True, sizes=(4, 8), episodes=15)
+    glove = suite.run_frozenlake_world(data, "GLOVE-async")
+    assert glove["deadlocks"] == 0
+    assert glove["phase_success"]["drift_II"] > 12 / 15
+
+
 def test_a_detour_hook_with_no_route_left_retests_a_fall_never_seen_to_change():
     """Development world 4206 (slippery 6x6, close / re-open / close): in drift III the only
     memory of the re-opened tile is one first-contact fall from drift II (the tile was never

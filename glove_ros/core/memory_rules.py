@@ -576,7 +576,12 @@ class GloveRule(MemoryRule):
         self.place_evidence = bool(values.pop("place_evidence", True))
         #: place -> (kind, step) of the newest observation showing it ((place, kind) outcomes)
         self._place_kind: dict[Hashable, tuple[Hashable, int]] = {}
-        self._place_changed = -1  # step a place was last seen to change kind
+        #: the latest step a place seen to change kind had last been seen as its old kind:
+        #: the world surely changed after it (a change seen later may have happened before)
+        self._place_changed_after = -1
+        self._pair_alarm_steps: list[int] = []  # steps of the pair tests' own alarms
+        #: place -> id of the newest recorded transition that reached it (``_record``)
+        self._place_entry: dict[Hashable, int] = {}
         self._changed_places: set[Hashable] = set()  # places ever seen to change kind
         self.place_alerts = 0
         cfg = VerifierConfig.from_dict({**values, "mode": mode})
@@ -645,19 +650,31 @@ class GloveRule(MemoryRule):
         """Hand one observed transition to the verifier, with the place-level reading: a
         place seen as another kind is a place alert (unless the pair's own test alarmed)
         and outside evidence that the world changed (the pair joins the places that
-        changed before)."""
+        changed before).
+
+        The change is dated to just after the place was last seen as its old kind, not to
+        when it is seen: the world surely changed after that, and a failure confirmed later
+        is no staler for it (FrozenLake: a drift closes one tile and re-opens another at
+        once; the agent meets the new hole first and the re-opened tile some episodes
+        later, which says nothing new about the hole it met since)."""
+        place = outcome[0] if isinstance(outcome, tuple) and len(outcome) == 2 else None
+        last_seen = self._place_entry.get(place) if place is not None else None
         changed = self._saw_place(outcome, step)
         result = self.verifier.observe(t)
         self._log_alerts(result, step)
         self._place_alert(changed and not result.alerts, state, action, step)
         if changed and result.entry_id:
-            self.verifier.note_world_change(result.entry_id, f"place {outcome[0]!r} changed",
-                                            t.key)
+            self.verifier.note_world_change(
+                last_seen + 1 if last_seen else result.entry_id,
+                f"place {outcome[0]!r} changed", t.key)
+        if place is not None and result.entry_id:
+            self._place_entry[place] = result.entry_id
         self._pending += [self._target(r) for r in result.probe_requests]
 
     def _log_alerts(self, result: Any, step: int) -> None:
         for a in result.alerts:
             self.alerts += 1
+            self._pair_alarm_steps.append(step)
             self.alert_log.append((self._decode.get(a.state_key, a.state_key),
                                    self._decode.get(a.action, a.action), step))
 
@@ -676,7 +693,7 @@ class GloveRule(MemoryRule):
         self._cache = None
         if old is None or old[0] == outcome[1]:
             return False
-        self._place_changed = step
+        self._place_changed_after = max(self._place_changed_after, old[1])
         self._changed_places.add(outcome[0])
         return True
 
@@ -838,13 +855,15 @@ class GloveRule(MemoryRule):
 
     def _doubt_places(self, pairs: Sequence[Key] | None) -> set[Hashable]:
         """The re-test of place-level evidence: a failure kind read from another pair's
-        outcome (not the pair's own memory) is dropped when, after it was seen, an alarm
-        was raised or a place was seen to change kind (the world changed since), for the
-        places ``pairs`` lead to (None: every place). The pairs then plan on their own
-        memory and the next visit shows the place again. Returns the places dropped."""
+        outcome (not the pair's own memory) is dropped when the world surely changed after
+        it was seen: a pair test alarmed since, or a place seen to change kind had been
+        seen as its old kind since (a place seen to change later, but last seen before,
+        may have changed before: it makes nothing staler), for the places ``pairs`` lead
+        to (None: every place). The pairs then plan on their own memory and the next visit
+        shows the place again. Returns the places dropped."""
         if not self._place_kind:
             return set()
-        last_alarm = max([self._place_changed, *(step for _s, _a, step in self.alert_log)])
+        last_alarm = max([self._place_changed_after, *self._pair_alarm_steps])
         places: set[Hashable] | None = None
         if pairs is not None:
             places = set()

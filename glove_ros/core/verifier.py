@@ -1379,7 +1379,9 @@ class GloveVerifier:
         (:meth:`recheck_negatives`), and ``pair`` (state_key, action, action_arg), the one
         that saw the change, joins the places that changed before (re-tested first when
         they block a route again); it suppresses nothing and does not count as an alarm.
-        An older mark than the current one moves nothing."""
+        An older mark than the current one moves nothing. Give the earliest id the change
+        can be dated to (e.g. just after the last transition that saw the place as it
+        was), not the one that saw it: a failure confirmed in between is no staler for it."""
         if isinstance(entry_id, bool) or not isinstance(entry_id, int) or entry_id < 1:
             raise ValueError(f"entry_id must be a recorded transition id >= 1, got {entry_id!r}")
         keys = self._pair_keys([] if pair is None else [pair])
