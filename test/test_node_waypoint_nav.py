@@ -31,6 +31,7 @@ class FakeBase:
         self.x, self.y = x, y
         self.step = 0.2
         self.goals: list = []
+        self.at_goal: list[tuple[float, float]] = []  # where the base was as each goal came
         self._lock = threading.Lock()
         self._goal = None
         self._pub = node.create_publisher(Odometry, "odom", 10)
@@ -42,6 +43,7 @@ class FakeBase:
     def _on_goal(self, msg) -> None:
         with self._lock:
             self.goals.append(msg)
+            self.at_goal.append((self.x, self.y))
             self._goal = (msg.pose.position.x, msg.pose.position.y)
 
     def _tick(self) -> None:
@@ -192,15 +194,21 @@ def test_cancel_stops_the_robot(nav):
                    "goal response", proc.log)
     assert handle.accepted
     wait_for(lambda: len(feedback) >= 2, 10, "feedback", proc.log)
+    with base._lock:
+        before = math.hypot(base.x, base.y)  # how far along the (straight) way at cancel
     _wait(handle.cancel_goal_async(), 10, "cancel response", proc.log)
     res = _wait(handle.get_result_async(), 10, "cancelled result", proc.log)
     assert res.status == GoalStatus.STATUS_CANCELED
     assert (res.result.reached, res.result.outcome) == (False, "cancelled")
     wait_for(lambda: len(base.goals) >= n_goals + 2, 5, "stop goal", proc.log)
     stop = base.goals[-1]
-    # the stop goal is where the robot was, well short of room_a (-1, 1)
+    # the stop goal is where the robot was, well short of room_a (-1, 1): on its way, no
+    # further than it had got when the stop came, and not behind where it was at the
+    # cancel by more than a few odometry ticks (the node knows the pose from odom, 20 Hz;
+    # how far the base rolled on before the stop came depends on the machine's load)
     assert math.hypot(stop.pose.position.x + 1.0, stop.pose.position.y - 1.0) > 0.5
-    assert math.hypot(stop.pose.position.x - base.x, stop.pose.position.y - base.y) < 0.1
+    along = math.hypot(stop.pose.position.x, stop.pose.position.y)
+    assert before - 5 * base.step <= along <= math.hypot(*base.at_goal[-1]) + 1e-9
     # the node is free again: a new goal is accepted and reached
     base.step = 0.2
     res, _ = _run(nav, "dock")
