@@ -1,10 +1,11 @@
-"""An action client created while a background spinner runs its node (the demo's run_task
-client, ``glove-ros task``).
+"""An action client created or destroyed while an executor spins its node (the demo's
+run_task client, ``glove-ros task``, the lifecycle nodes' clients).
 
 What must hold: the client has its lock before rclpy registers it with the node (rclpy
 registers first and sets the lock after, so a spinning executor could meet a client
-without one and its spin thread died: the demo then saw no message at all); and the
-spinner keeps handing out work after many clients were created while it spins.
+without one and its spin thread died: the demo then saw no message at all); a destroyed
+client is never added to a wait set; and the spinner keeps handing out work after many
+clients were created, or created and destroyed, while it spins.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def test_a_client_created_while_spinning_has_its_lock_when_registered():
         assert spinner._thread.is_alive()
         node.destroy_timer(timer)
     finally:
-        # stop spinning before the clients go: destroying a client while an executor
-        # spins is another rclpy race, not this test's subject
+        # stop spinning before the clients go: destroying them while the executor spins
+        # is the next test's subject
         spinner.stop()
         for c in clients:
             c.destroy()

@@ -579,7 +579,7 @@ class GloveRule(MemoryRule):
         #: the latest step a place seen to change kind had last been seen as its old kind:
         #: the world surely changed after it (a change seen later may have happened before)
         self._place_changed_after = -1
-        self._pair_alarm_steps: list[int] = []  # steps of the pair tests' own alarms
+        self._pair_alarmed_at = -1  # latest step a pair test itself alarmed
         #: place -> id of the newest recorded transition that reached it (``_record``)
         self._place_entry: dict[Hashable, int] = {}
         self._changed_places: set[Hashable] = set()  # places ever seen to change kind
@@ -674,7 +674,7 @@ class GloveRule(MemoryRule):
     def _log_alerts(self, result: Any, step: int) -> None:
         for a in result.alerts:
             self.alerts += 1
-            self._pair_alarm_steps.append(step)
+            self._pair_alarmed_at = max(self._pair_alarmed_at, step)
             self.alert_log.append((self._decode.get(a.state_key, a.state_key),
                                    self._decode.get(a.action, a.action), step))
 
@@ -863,7 +863,7 @@ class GloveRule(MemoryRule):
         shows the place again. Returns the places dropped."""
         if not self._place_kind:
             return set()
-        last_alarm = max([self._place_changed_after, *self._pair_alarm_steps])
+        last_alarm = max(self._place_changed_after, self._pair_alarmed_at)
         places: set[Hashable] | None = None
         if pairs is not None:
             places = set()
