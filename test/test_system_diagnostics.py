@@ -132,7 +132,10 @@ def test_diagnostics_and_markers_reflect_memory(nodes):
                     diagnostics, "glove_ros: /perception")
                 return (all(_latest(diagnostics, n) is not None for n in names)
                         and int(_values(mem).get("pending_queue", 0)) >= 1
-                        and float(_values(per).get("inference_hz", 0)) > 0)
+                        and float(_values(per).get("inference_hz", 0)) > 0
+                        # the camera rate counts frames over a 5 s window: on a loaded machine
+                        # the first report can come when only one frame has arrived (0.2 Hz)
+                        and float(_values(per).get("camera_hz", 0)) > 1.0)
             wait_for(all_reported, 30, "diagnostics of every node", logs)
 
             mem = _values(_latest(diagnostics, "glove_ros: /memory"))
@@ -140,7 +143,6 @@ def test_diagnostics_and_markers_reflect_memory(nodes):
             assert int(mem["suppressed"]) == 3 and mem["probe_budget_left"] == "7"
             per = _latest(diagnostics, "glove_ros: /perception")
             assert per.level == b"\x00", per.message
-            assert float(_values(per)["camera_hz"]) > 1.0
             assert _values(per)["camera_qos"] == "sensor_data"
             ver = _values(_latest(diagnostics, "glove_ros: /verifier"))
             assert (ver["probe_budget"], ver["probe_budget_left"]) == ("5", "5")
