@@ -10,8 +10,9 @@ the latched ``standin/mode`` topic (std_msgs/String):
   hang     feedback every 50 ms until the goal is cancelled, then canceled
 
 Every goal is echoed on ``standin/goals`` (geometry_msgs/PoseStamped, the goal pose as
-received) and every step on ``standin/events`` (std_msgs/String: goal, cancel_request,
-succeeded, aborted, canceled).
+received), every step on ``standin/events`` (std_msgs/String: goal, cancel_request,
+succeeded, aborted, canceled) and each mode once in effect on the latched
+``standin/mode_applied`` (std_msgs/String).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class StandIn:
                                  callback_group=group)
         self.goals = node.create_publisher(PoseStamped, "standin/goals", 10)
         self.events = node.create_publisher(String, "standin/events", 10)
+        self.applied = node.create_publisher(String, "standin/mode_applied", latched)
         self.server = ActionServer(
             node, NavigateToPose, "navigate_to_pose", self._execute,
             goal_callback=lambda _g: GoalResponse.ACCEPT,
@@ -49,6 +51,7 @@ class StandIn:
     def _on_mode(self, msg) -> None:
         with self._lock:
             self.mode = msg.data
+        self.applied.publish(String(data=msg.data))  # the next goal runs in this mode
 
     def _event(self, text: str) -> None:
         self.events.publish(String(data=text))

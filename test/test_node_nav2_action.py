@@ -65,7 +65,8 @@ def _env_with(install: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def nav2(tmp_path_factory):
-    """(node process, test node, action client, events, goals, mode publisher)."""
+    """(node process, test node, action client, events, goals, mode publisher, logs, modes
+    applied, feedback published)."""
     from geometry_msgs.msg import PoseStamped
     from rclpy.action import ActionClient
     from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -89,14 +90,17 @@ def nav2(tmp_path_factory):
         with ros_client("nav2_action_test") as node:
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
             mode = node.create_publisher(String, "standin/mode", latched)
+            applied = Collector(node, String, "standin/mode_applied", latched)
             events = Collector(node, String, "standin/events")
+            relayed = Collector(node, NavigateToWaypoint.Impl.FeedbackMessage,
+                                "navigate_to_waypoint/_action/feedback")
             goals = Collector(node, PoseStamped, "standin/goals")
             client = ActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
             wait_for(lambda: client.server_is_ready() or not proc.alive(), 30,
                      "navigate_to_waypoint server", logs)
             assert proc.alive(), logs()
             wait_for(lambda: node.count_subscribers("standin/mode") > 0, 20, "stand-in", logs)
-            fixture = (proc, node, client, events, goals, mode, logs)
+            fixture = (proc, node, client, events, goals, mode, logs, applied, relayed)
             _warm_up(fixture)
             yield fixture
     finally:
@@ -122,9 +126,9 @@ def _warm_up(nav2, tries: int = 5) -> None:
         handle = _send(nav2, "room_a", feedback)
         _wait(handle.get_result_async(), 20, "warm-up result", nav2[6])
         end = time.monotonic() + 2.0
-        while len(feedback) < 3 and time.monotonic() < end:
+        while len(_relayed(nav2, handle)) < 3 and time.monotonic() < end:
             time.sleep(0.05)
-        if len(feedback) >= 3:
+        if len(_relayed(nav2, handle)) >= 3 and feedback:
             return
     raise AssertionError(f"no goal brought its three feedback messages in {tries} tries\n"
                          + nav2[6]())
@@ -133,9 +137,12 @@ def _warm_up(nav2, tries: int = 5) -> None:
 def _set_mode(nav2, mode: str) -> None:
     from std_msgs.msg import String
 
-    _proc, _node, _client, events, _goals, pub, _logs = nav2
+    _proc, _node, _client, events, _goals, pub, logs, applied, _fb = nav2
     pub.publish(String(data=mode))
-    time.sleep(0.3)  # latched, but let the stand-in's callback run before the goal
+    # latched, but the stand-in's callback must have run before the goal: wait for its echo
+    # (a fixed pause can be too short on a loaded machine; the goal then runs the old mode)
+    wait_for(lambda: len(applied) > 0 and applied.items[-1].data == mode, 20,
+             f"stand-in mode {mode}", logs)
     events.items.clear()
 
 
@@ -151,7 +158,7 @@ def _wait(future, timeout: float, what: str, logs):
 def _send(nav2, waypoint: str, feedback: list):
     from glove_ros.action import NavigateToWaypoint
 
-    _proc, _node, client, _events, _goals, _mode, logs = nav2
+    _proc, _node, client, _events, _goals, _mode, logs, *_ = nav2
     handle = _wait(client.send_goal_async(NavigateToWaypoint.Goal(waypoint=waypoint),
                                           feedback_callback=lambda f: feedback.append(f.feedback)),
                    10, "goal response", logs)
@@ -163,17 +170,23 @@ def _steps(nav2) -> list[str]:
     return [m.data for m in nav2[3].items]
 
 
+def _relayed(nav2, handle) -> list[float]:
+    """distance_remaining of the feedback the node published for ``handle``'s goal."""
+    goal_id = bytes(handle.goal_id.uuid)
+    return [round(m.feedback.distance_remaining, 3) for m in list(nav2[8].items)
+            if bytes(m.goal_id.uuid) == goal_id]
+
+
 def test_auto_picks_the_action_and_goal_is_the_waypoint_pose_in_map(nav2):
     from action_msgs.msg import GoalStatus
 
     from glove_ros.core.world import load_world
     from glove_ros.paths import resolve_world
 
-    proc, _node, _client, _events, goals, _mode, logs = nav2
+    proc, _node, _client, _events, goals, _mode, logs, *_ = nav2
     assert "Nav2 through its action" in proc.log()
     _set_mode(nav2, "succeed")
-    feedback: list = []
-    handle = _send(nav2, "room_b", feedback)
+    handle = _send(nav2, "room_b", [])
     res = _wait(handle.get_result_async(), 20, "result", logs)
     r = res.result
     assert res.status == GoalStatus.STATUS_SUCCEEDED, logs()
@@ -183,9 +196,13 @@ def test_auto_picks_the_action_and_goal_is_the_waypoint_pose_in_map(nav2):
     assert goal.header.frame_id == "map"
     assert (goal.pose.position.x, goal.pose.position.y) == pytest.approx((wp.x, wp.y))
     # feedback travels on a topic and the result on a service: the last feedback may land
-    # just after the result (seen on Jazzy under load), so give it a moment
-    wait_for(lambda: len(feedback) >= 3, 5, "the third feedback", logs)
-    assert [round(f.distance_remaining, 3) for f in feedback] == [0.6, 0.4, 0.2]
+    # just after the result (seen on Jazzy under load), and rclpy's action client drops the
+    # feedback it takes after the result (about 1 run in 8 here), so the feedback checked is
+    # what the node published on the action's feedback topic
+    wait_for(lambda: len(_relayed(nav2, handle)) >= 3, 5, "the third feedback", logs)
+    assert _relayed(nav2, handle) == [0.6, 0.4, 0.2]
+    # the stand-in's events come on their own topic, not with the result: let them arrive
+    wait_for(lambda: len(_steps(nav2)) >= 2, 10, "the stand-in's events", logs)
     assert _steps(nav2) == ["goal", "succeeded"]
 
 
@@ -197,6 +214,7 @@ def test_nav2_abort_is_blocked(nav2):
     res = _wait(handle.get_result_async(), 20, "result", nav2[6])
     assert res.status == GoalStatus.STATUS_ABORTED
     assert (res.result.reached, res.result.outcome) == (False, "blocked")
+    wait_for(lambda: len(_steps(nav2)) >= 2, 10, "the stand-in's events", nav2[6])
     assert _steps(nav2) == ["goal", "aborted"]
 
 

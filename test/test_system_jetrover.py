@@ -9,7 +9,6 @@ again afterwards; an unknown task is rejected cleanly; the demo command prints i
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -91,7 +90,10 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
 
         # the blocks swap (episode 3 of worlds/small.yaml): blue is now in room_a
         episode.publish(UInt32(data=3))
-        time.sleep(0.5)
+        # the tasks below must start in the swapped world: wait for the simulator to apply
+        # it (a fixed pause can be too short for its callback on a loaded machine)
+        wait_for(lambda: "episode 3: swap_blocks" in graph[0].log(), 30, "the swap applied",
+                 logs)
         # each look at room_a after the swap surprises; the second surprise (p_th = 2) is
         # dissonance: alternate the colours so room_a is looked at again
         colours = ["red", "blue", "red", "blue", "red"]
