@@ -109,9 +109,34 @@ def test_quick_suite_runs_every_method_with_every_metric(tmp_path, capsys):
                                         methods[pair["baseline"]]["per_world"], strict=True)]
         assert d["mean"] == pytest.approx(sum(worlds) / len(worlds))
         assert d["ci95"][0] <= d["mean"] <= d["ci95"][1]
+    # success per phase: the source phase first, then every drift phase the worlds have
+    for r in methods.values():
+        assert list(r["phase_success"])[:2] == ["source", "drift_I"]
+        assert r["phase_worlds"]["source"] == r["phase_worlds"]["drift_I"] == 2
     out = capsys.readouterr().out
     assert "frozenlake_det" in out and "Oracle" in out
+    assert "success per phase (worlds)" in out and "source(2)" in out and "drift_I(2)" in out
     assert f"paired, same worlds: GLOVE-async - {pair['baseline']}" in out
+
+
+def test_success_per_phase_is_the_mean_over_the_worlds_that_have_the_phase():
+    # worlds with 1, 2 and 3 drift phases: a phase's mean counts only the worlds that have it
+    recs = [{"drift_success": 0.5, "steps_per_task": 4.0,
+             "phase_success": {suite.phase_label(i): v for i, v in enumerate(phases)}}
+            for phases in ([1.0, 0.5], [0.8, 0.6, 0.9], [0.6, 0.4, 0.7, 0.2])]
+    agg = suite.aggregate(recs)
+    assert agg["phase_success"] == pytest.approx(
+        {"source": 0.8, "drift_I": 0.5, "drift_II": 0.8, "drift_III": 0.2})
+    assert agg["phase_worlds"] == {"source": 3, "drift_I": 3, "drift_II": 2, "drift_III": 1}
+    # the table lists the phases in run order (drift_IV after drift_III, not by name)
+    assert [suite.phase_label(i) for i in range(5)] == [
+        "source", "drift_I", "drift_II", "drift_III", "drift_IV"]
+    four = dict(agg, phase_success={**agg["phase_success"], "drift_IV": 1.0},
+                phase_worlds={**agg["phase_worlds"], "drift_IV": 1})
+    head, row = suite._phase_table({"GLOVE-async": four})
+    assert head.split()[-5:] == ["source(3)", "drift_I(3)", "drift_II(2)", "drift_III(1)",
+                                 "drift_IV(1)"]
+    assert row.split() == ["GLOVE-async", "0.80", "0.50", "0.80", "0.20", "1.00"]
 
 
 @pytest.mark.parametrize("seed", [9, 15, 48])

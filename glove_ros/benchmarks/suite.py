@@ -11,7 +11,9 @@ whole of a nuisance-only world), probe steps, deadlocks (a re-opened place memor
 believes closed, never re-tried, although at an episode start of the phase it made the
 believed route longer than the same memory with it corrected; ``deadlocks_at_end``: the
 earlier end-of-phase reading, any longer route than the world's shortest) and stale (the
-same wrong memory kept where it cost no detour);
+same wrong memory kept where it cost no detour), and success per phase (the source phase,
+before any drift, then each drift phase in order; a method's gap to the oracle there before
+the first drift is learning, not memory going stale);
 on FrozenLake also the failed drift episodes and how many of them were the first fall into a
 tile that had just become a hole, or into a hole the agent had never met since it last
 changed (on a route it had never taken): what no method that learns from experience can
@@ -370,7 +372,8 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
         "first_contact_falls": sum(p.first_contact_falls for p in drift),
         "unmet_hole_falls": sum(p.unmet_hole_falls for p in drift),
         "alerts": int(stats.get("alerts", 0)),
-        "phase_success": {p.phase: p.successes / p.episodes for p in phases},
+        "phase_success": {phase_label(i): p.successes / p.episodes
+                          for i, p in enumerate(phases)},
     }
 
 
@@ -419,6 +422,8 @@ def _waypoint_runner(nuisance_only: bool, opts: Mapping[str, Any]) -> Callable[.
             "probe_steps": int(rec.get("probe_steps", 0)),
             "deadlocks": int(rec.get("deadlocks", 0)),
             "stale_goals": int(rec.get("stale_goals", 0)),
+            "phase_success": {phase_label(i): float(p["success_rate"])
+                              for i, p in enumerate(rec.get("phases", []))},
         }
 
     return run
@@ -459,6 +464,29 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return v
 
 
+_NUMERALS = ("I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X")
+
+
+def phase_label(index: int) -> str:
+    """A phase's name by its place in the run: ``source`` (before any drift), then
+    ``drift_I``, ``drift_II``, ... (the FrozenLake scenarios' names; waypoint worlds name
+    their phases by the change and the episode it came at, which differ world to world)."""
+    if index == 0:
+        return "source"
+    return f"drift_{_NUMERALS[index - 1]}" if index <= len(_NUMERALS) else f"drift_{index}"
+
+
+def _per_phase(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float],
+                                                              dict[str, int]]:
+    """Mean success of each phase over the worlds that have it, and how many do."""
+    values: dict[str, list[float]] = {}
+    for r in records:
+        for phase, v in (r.get("phase_success") or {}).items():
+            values.setdefault(phase, []).append(float(v))
+    return ({k: float(np.mean(v)) for k, v in values.items()},
+            {k: len(v) for k, v in values.items()})
+
+
 def aggregate(records: Sequence[Mapping[str, Any]],
               oracle: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Per-method summary over worlds (see the module docstring)."""
@@ -468,6 +496,7 @@ def aggregate(records: Sequence[Mapping[str, Any]],
     quiet = sum(int(r.get("quiet_transitions", 0)) for r in records)
     fa = sum(int(r.get("false_alarms", 0)) for r in records)
     steps = sum(float(r["steps_per_task"]) for r in records)
+    phase_success, phase_worlds = _per_phase(records)
     out: dict[str, Any] = {
         "worlds": len(records),
         "drift_success": float(np.mean(succ)) if succ else math.nan,
@@ -489,6 +518,8 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "failed_episodes": sum(int(r.get("failed_episodes", 0)) for r in records),
         "first_contact_falls": sum(int(r.get("first_contact_falls", 0)) for r in records),
         "unmet_hole_falls": sum(int(r.get("unmet_hole_falls", 0)) for r in records),
+        "phase_success": phase_success,
+        "phase_worlds": phase_worlds,
         "per_world": [float(r["drift_success"]) for r in records],
         "per_world_steps": [float(r["steps_per_task"]) for r in records],
     }
@@ -652,6 +683,26 @@ def _fails(r: Mapping[str, Any]) -> str:
             f"+{r.get('unmet_hole_falls', 0)})")
 
 
+def _phase_table(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Success per phase, every method: the phases in run order, each with the number of
+    worlds that have it (worlds differ in how many drift phases they have)."""
+    worlds: dict[str, int] = {}
+    for r in methods.values():
+        for phase, n in (r.get("phase_worlds") or {}).items():
+            worlds[phase] = max(worlds.get(phase, 0), int(n))
+    if not worlds:
+        return []
+    order = {phase_label(i): i for i in range(len(_NUMERALS) + 1)}
+    phases = sorted(worlds, key=lambda p: (order.get(p, len(order)), p))
+    cols = [f"{p}({worlds[p]})" for p in phases]
+    head = f"{'success per phase (worlds)':<41} " + " ".join(f"{c:>13}" for c in cols)
+    out = [head]
+    for m, r in methods.items():
+        ps = r.get("phase_success") or {}
+        out.append(f"{m:<41} " + " ".join(f"{_fmt(ps.get(p)):>13}" for p in phases))
+    return out
+
+
 def format_table(doc: Mapping[str, Any]) -> str:
     """One table per family: every method, with the settings it ran with."""
     lines = [f"Generated drift suite: baselines tuned on seeds {doc['tune_seeds']}, "
@@ -673,6 +724,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
                 f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
                 f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
                 f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5} {_fails(r):>16}")
+        lines += _phase_table(fd["methods"])
         pair = fd.get("paired_vs_best_baseline") or {}
         for m in GLOVE_METHODS:
             if m in pair:
