@@ -185,7 +185,9 @@ def test_consolidate_action_dry_run_commit_undo_and_fast_writes(tmp_path):
 
             # a finished task goes through the fast writer
             pub = node.create_publisher(TaskOutcome, "task_outcomes", 10)
-            wait_for(lambda: node.count_subscribers("task_outcomes") > 0, 10, "subscriber")
+            # published once: wait until this publisher itself has matched the node's reader
+            # (the graph can show the reader before the writer is matched to it)
+            wait_for(lambda: pub.get_subscription_count() > 0, 10, "subscriber matched")
             msg = TaskOutcome(
                 robot_id="r1", episode_id="live_1", task="find the blue block",
                 target="blue", success=True, reason="found", found_at="lab",

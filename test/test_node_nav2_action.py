@@ -17,7 +17,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -65,10 +67,23 @@ def _env_with(install: Path) -> dict[str, str]:
     return env
 
 
+class Nav2Rig(NamedTuple):
+    """What the ``nav2`` fixture hands each test."""
+
+    proc: Any  # the waypoint_nav node under test (NodeProcess)
+    node: Any  # the test's rclpy node
+    client: Any  # ActionClient for navigate_to_waypoint
+    events: Any  # Collector of the stand-in's step events
+    goals: Any  # Collector of the poses the stand-in was sent
+    mode: Any  # latched publisher of the stand-in's mode
+    logs: Callable[[], str]  # node and stand-in logs, for failure messages
+    applied: Any  # Collector of the stand-in's echo of each mode it applied
+    relayed: Any  # Collector of the feedback the node published on the action's topic
+
+
 @pytest.fixture(scope="module")
 def nav2(tmp_path_factory):
-    """(node process, test node, action client, events, goals, mode publisher, logs, modes
-    applied, feedback published)."""
+    """The waypoint_nav node driving the Nav2 stand-in, and the test's view of both."""
     from geometry_msgs.msg import PoseStamped
     from rclpy.action import ActionClient
     from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -102,7 +117,7 @@ def nav2(tmp_path_factory):
                      "navigate_to_waypoint server", logs)
             assert proc.alive(), logs()
             wait_for(lambda: node.count_subscribers("standin/mode") > 0, 20, "stand-in", logs)
-            fixture = (proc, node, client, events, goals, mode, logs, applied, relayed)
+            fixture = Nav2Rig(proc, node, client, events, goals, mode, logs, applied, relayed)
             _warm_up(fixture)
             yield fixture
     finally:
@@ -126,14 +141,14 @@ def _warm_up(nav2, tries: int = 5) -> None:
         _set_mode(nav2, "succeed")
         feedback: list = []
         handle = _send(nav2, "room_a", feedback)
-        _wait(handle.get_result_async(), 20, "warm-up result", nav2[6])
+        _wait(handle.get_result_async(), 20, "warm-up result", nav2.logs)
         end = time.monotonic() + 2.0
         while len(_relayed(nav2, handle)) < 3 and time.monotonic() < end:
             time.sleep(0.05)
         if len(_relayed(nav2, handle)) >= 3 and feedback:
             return
     raise AssertionError(f"no goal brought its three feedback messages in {tries} tries\n"
-                         + nav2[6]())
+                         + nav2.logs())
 
 
 def _set_mode(nav2, mode: str) -> None:
@@ -169,13 +184,13 @@ def _send(nav2, waypoint: str, feedback: list):
 
 
 def _steps(nav2) -> list[str]:
-    return [m.data for m in nav2[3].items]
+    return [m.data for m in nav2.events.items]
 
 
 def _relayed(nav2, handle) -> list[float]:
     """distance_remaining of the feedback the node published for ``handle``'s goal."""
     goal_id = bytes(handle.goal_id.uuid)
-    return [round(m.feedback.distance_remaining, 3) for m in list(nav2[8].items)
+    return [round(m.feedback.distance_remaining, 3) for m in list(nav2.relayed.items)
             if bytes(m.goal_id.uuid) == goal_id]
 
 
@@ -213,10 +228,10 @@ def test_nav2_abort_is_blocked(nav2):
 
     _set_mode(nav2, "abort")
     handle = _send(nav2, "hall", [])
-    res = _wait(handle.get_result_async(), 20, "result", nav2[6])
+    res = _wait(handle.get_result_async(), 20, "result", nav2.logs)
     assert res.status == GoalStatus.STATUS_ABORTED
     assert (res.result.reached, res.result.outcome) == (False, "blocked")
-    wait_for(lambda: len(_steps(nav2)) >= 2, 10, "the stand-in's events", nav2[6])
+    wait_for(lambda: len(_steps(nav2)) >= 2, 10, "the stand-in's events", nav2.logs)
     assert _steps(nav2) == ["goal", "aborted"]
 
 
@@ -226,13 +241,13 @@ def test_cancel_reaches_nav2(nav2):
     _set_mode(nav2, "hang")
     feedback: list = []
     handle = _send(nav2, "room_a", feedback)
-    wait_for(lambda: len(feedback) > 2, 10, "feedback while driving", nav2[6])
+    wait_for(lambda: len(feedback) > 2, 10, "feedback while driving", nav2.logs)
     assert all(f.distance_remaining == pytest.approx(2.0) for f in feedback)
-    _wait(handle.cancel_goal_async(), 10, "cancel response", nav2[6])
-    res = _wait(handle.get_result_async(), 20, "result", nav2[6])
+    _wait(handle.cancel_goal_async(), 10, "cancel response", nav2.logs)
+    res = _wait(handle.get_result_async(), 20, "result", nav2.logs)
     assert res.status == GoalStatus.STATUS_CANCELED
     assert res.result.outcome == "cancelled"
-    wait_for(lambda: "canceled" in _steps(nav2), 10, "Nav2 goal cancelled", nav2[6])
+    wait_for(lambda: "canceled" in _steps(nav2), 10, "Nav2 goal cancelled", nav2.logs)
     assert _steps(nav2)[:2] == ["goal", "cancel_request"]
 
 
@@ -241,10 +256,10 @@ def test_own_timeout_cancels_the_nav2_goal(nav2):
 
     _set_mode(nav2, "hang")
     handle = _send(nav2, "hall", [])
-    res = _wait(handle.get_result_async(), TIMEOUT + 20, "result", nav2[6])
+    res = _wait(handle.get_result_async(), TIMEOUT + 20, "result", nav2.logs)
     assert res.status == GoalStatus.STATUS_ABORTED
     assert res.result.outcome == "timeout"
-    wait_for(lambda: "canceled" in _steps(nav2), 10, "Nav2 goal cancelled", nav2[6])
+    wait_for(lambda: "canceled" in _steps(nav2), 10, "Nav2 goal cancelled", nav2.logs)
 
 
 def test_no_nav2_server_is_unreachable_not_blocked(nav2, tmp_path):

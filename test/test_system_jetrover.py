@@ -78,7 +78,9 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
         client = ActionClient(node, RunTask, "run_task")
         query = node.create_client(QueryMemory, "query_memory")
         assert client.wait_for_server(timeout_sec=60), logs()
-        wait_for(lambda: len(frames) > 0 and node.count_subscribers("episode_start") > 0,
+        # episode_start is published once below: wait until this publisher itself has matched
+        # the simulator's reader (the graph can list the reader before the writer matches it)
+        wait_for(lambda: len(frames) > 0 and episode.get_subscription_count() > 0,
                  60, "perception output", logs)
 
         # source world: red is in room_a; find it twice (learn, then recall)
