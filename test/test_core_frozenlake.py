@@ -418,6 +418,29 @@ def test_page_hinkley_resets_on_a_run_of_surprises_not_on_one():
     assert ph.distribution("s", "a") == {"y": 1.0}  # memory restarted from this sample
 
 
+def test_learner_bound_meets_a_closing_only_by_trying_it_and_is_told_an_opening():
+    neg = {"is_negative": lambda o, r: o[1] == HOLE}
+    ice, hole = {(1, "F"): 1.0}, {(1, HOLE): 1.0}
+    rule = mr.make_rule("LearnerBound", **neg)
+    assert rule.name == "LearnerBound"
+    rule.set_world({(0, "R"): ice, (0, "D"): ice})
+    rule.observe(0, "R", (1, "F"))
+    assert rule.distribution(0, "R") == ice
+    assert rule.distribution(0, "D") is None  # never tried: unknown, though the world knows
+    # the tried move closes: it still believes the ice until it tries the move again
+    rule.set_world({(0, "R"): hole, (0, "D"): ice})
+    assert rule.distribution(0, "R") == ice
+    # a closing it has not met outlives a further phase that leaves it closed
+    rule.set_world({(0, "R"): hole, (0, "D"): hole})
+    assert rule.distribution(0, "R") == ice
+    rule.observe(0, "R", (1, HOLE))  # the first contact: now it knows
+    assert rule.distribution(0, "R") == hole
+    # it re-opens: told at once, no re-test (the gift no real memory gets)
+    rule.set_world({(0, "R"): ice, (0, "D"): hole})
+    assert rule.distribution(0, "R") == ice and rule.support(0, "R") > 0
+    assert rule.support(0, "D") == 0
+
+
 def test_make_rule_names_and_errors():
     assert mr.rule_names()[:2] == ["GLOVE-sync", "GLOVE-async"]
     for name in mr.rule_names():

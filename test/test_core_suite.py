@@ -80,7 +80,7 @@ def test_quick_suite_runs_every_method_with_every_metric(tmp_path, capsys):
     methods = fam["methods"]
     for m in ("GLOVE-async", "GLOVE-sync", "GLOVE-async-pth", "GLOVE-async-norecheck",
               "LatestOverwrite", "RecentK", "SlidingWindow", "RecencyWeighted",
-              "PageHinkleyReset", "PeriodicRefresh", "Static", "Oracle"):
+              "PageHinkleyReset", "PeriodicRefresh", "Static", "Oracle", "LearnerBound"):
         r = methods[m]
         assert r["worlds"] == 2
         for key in ("drift_success", "ci95", "steps_vs_oracle", "detection_median",
@@ -94,6 +94,10 @@ def test_quick_suite_runs_every_method_with_every_metric(tmp_path, capsys):
     assert methods["Oracle"]["drift_success"] == best
     assert methods["Static"]["drift_success"] <= methods["Oracle"]["drift_success"]
     assert methods["Oracle"]["detection_median"] == 0
+    # the learner's reference: every method's success is read against it too
+    assert methods["LearnerBound"]["success_vs_learner_bound"] == 1.0
+    assert methods["GLOVE-async"]["success_vs_learner_bound"] == pytest.approx(
+        methods["GLOVE-async"]["drift_success"] / methods["LearnerBound"]["drift_success"])
     # no drift in a source phase: GLOVE raises no alarm there (deterministic world)
     assert methods["GLOVE-async"]["false_alarms_per_1000"] == 0
     # GLOVE against the strongest baseline on the same worlds (paired)
@@ -117,6 +121,7 @@ def test_quick_suite_runs_every_method_with_every_metric(tmp_path, capsys):
     assert "frozenlake_det" in out and "Oracle" in out
     assert "success per phase (worlds)" in out and "source(2)" in out and "drift_I(2)" in out
     assert f"paired, same worlds: GLOVE-async - {pair['baseline']}" in out
+    assert "of the oracle's drift success" in out and "of LearnerBound's" in out
 
 
 def test_success_per_phase_is_the_mean_over_the_worlds_that_have_the_phase():

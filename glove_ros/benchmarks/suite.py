@@ -38,7 +38,11 @@ verifier's defaults on both; nothing of GLOVE is tuned here. The methods: GLOVE-
 GLOVE-sync, the ablations of the project's extensions (GLOVE-async-pth: the paper's p_th
 count instead of the calibrated detector; GLOVE-async-norecheck: without the stale-negative
 re-test; GLOVE-async-noobject: without object-level / corridor evidence, waypoint families),
-every baseline at its best setting, Static (lower bound) and Oracle (upper bound).
+every baseline at its best setting, Static (lower bound) and Oracle (upper bound). The
+FrozenLake families add LearnerBound, the reference for anything that learns from the
+agent's own moves: it knows the true outcome of every move it has tried, meets a change
+for the worse only by trying the move again, and is told every change for the better
+(:class:`glove_ros.core.memory_rules.LearnerBound`).
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ ABLATIONS = {
     "waypoint_nuisance": ("GLOVE-async-pth", "GLOVE-async-noobject"),
 }
 BOUNDS = ("Static", "Oracle")
+#: family -> references beyond BOUNDS (they need the benchmark to tell them the true world)
+REFERENCES = {"frozenlake_det": ("LearnerBound",), "frozenlake_slip": ("LearnerBound",)}
 
 
 # --------------------------------------------------------------------------- config
@@ -620,7 +626,8 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
         best: dict[str, dict[str, Any]] = {}
         sweep_doc: dict[str, Any] = {}
         sweep = {**config.sweep, **{k: tuple(v) for k, v in (opts.get("sweep") or {}).items()}}
-        methods = [*GLOVE_METHODS, *ABLATIONS.get(fam, ()), *config.baselines, *BOUNDS]
+        methods = [*GLOVE_METHODS, *ABLATIONS.get(fam, ()), *config.baselines, *BOUNDS,
+                   *REFERENCES.get(fam, ())]
         n_settings = sum(max(1, len(sweep.get(b, ()))) if BASELINE_PARAMS.get(b) else 1
                          for b in config.baselines)
         clock = _Eta(n_settings * (ft_hi - t_lo) + len(methods) * (fr_hi - r_lo))
@@ -656,10 +663,22 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
             "methods": {m: {**aggregate(recs, oracle), "params": best.get(m, {})}
                         for m, recs in records.items()},
         }
+        _versus_reference(doc["families"][fam]["methods"], "LearnerBound",
+                          "success_vs_learner_bound")
         doc["families"][fam]["paired_vs_best_baseline"] = paired_vs_best(
             doc["families"][fam]["methods"], config.baselines)
     doc["wall_s"] = time.perf_counter() - t0
     return _json_safe(doc)
+
+
+def _versus_reference(methods: dict[str, dict[str, Any]], ref: str, key: str) -> None:
+    """Add ``key`` (drift success over the reference's) to every method, where the family
+    ran that reference."""
+    base = (methods.get(ref) or {}).get("drift_success")
+    if not base:
+        return
+    for r in methods.values():
+        r[key] = r["drift_success"] / base
 
 
 # --------------------------------------------------------------------------- output
@@ -733,6 +752,12 @@ def format_table(doc: Mapping[str, Any]) -> str:
                     f"paired, same worlds: {m} - {pair['baseline']} (best baseline): success "
                     f"{sd['mean']:+.3f} [{sd['ci95'][0]:+.3f}, {sd['ci95'][1]:+.3f}], "
                     f"steps/task {st['mean']:+.2f} [{st['ci95'][0]:+.2f}, {st['ci95'][1]:+.2f}]")
+        for m in GLOVE_METHODS:
+            r = fd["methods"].get(m) or {}
+            if r.get("success_vs_learner_bound") is not None:
+                lines.append(f"{m}: {100 * r['success_vs_oracle']:.1f}% of the oracle's drift "
+                             f"success, {100 * r['success_vs_learner_bound']:.1f}% of "
+                             "LearnerBound's")
     return "\n".join(lines)
 
 
@@ -752,9 +777,10 @@ def write_plot(doc: Mapping[str, Any], path: Path) -> None:
         means = [methods[m]["drift_success"] or 0.0 for m in names]
         lo = [max(0.0, means[i] - (methods[m]["ci95"][0] or 0.0)) for i, m in enumerate(names)]
         hi = [max(0.0, (methods[m]["ci95"][1] or 0.0) - means[i]) for i, m in enumerate(names)]
+        refs = (*BOUNDS, *REFERENCES.get(fam, ()))
         colors = ["tab:green" if m.startswith("GLOVE") and "-" not in m[6:] else
                   "tab:olive" if m.startswith("GLOVE") else
-                  "tab:gray" if m in BOUNDS else "tab:blue" for m in names]
+                  "tab:gray" if m in refs else "tab:blue" for m in names]
         ax.barh(range(len(names)), means, xerr=[lo, hi], color=colors, capsize=3)
         ax.set_yticks(range(len(names)), names, fontsize=8)
         ax.invert_yaxis()

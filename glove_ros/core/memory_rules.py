@@ -69,6 +69,7 @@ __all__ = [
     "GLOVE_RULES",
     "GloveRule",
     "LatestOverwrite",
+    "LearnerBound",
     "MemoryRule",
     "Oracle",
     "PageHinkleyReset",
@@ -452,6 +453,64 @@ class Oracle(MemoryRule):
         return 1_000_000 if self._world.get((state, action)) else 0
 
 
+class LearnerBound(Oracle):
+    """The reference for rules that learn: the best memory this agent's own moves allow.
+
+    It knows the true current outcome (odds included) of every move it has tried, in any
+    phase, with two limits that no memory can escape and one gift that none gets:
+
+    * a move never tried is unknown (the agent explores it as it would with any rule);
+    * a change for the worse at a move it has tried (a higher chance of a failure outcome,
+      ``is_negative``) is learnt only by trying that move again: until then it believes what
+      the move did before. Nothing that learns from the robot's own moves can avoid that
+      first contact (in FrozenLake: the first fall into a tile that has just become a hole);
+    * the gift: a change for the better is known at once, as if re-tested for free, so it
+      never keeps a stale failure and never pays for a re-test.
+
+    So it is an upper reference for the memory rules, not a strict bound: a rule may beat it
+    on a world where its own route luckily avoids a hole this one explores into. The
+    benchmark tells it the world at each phase with :meth:`set_world`, as the oracle.
+    """
+
+    name = "LearnerBound"
+
+    def __init__(self, is_negative: Callable[[Outcome, float], bool] | None = None) -> None:
+        super().__init__()
+        self._is_negative = is_negative or (lambda outcome, reward: False)
+        self._tried: set[Key] = set()
+        self._stale: dict[Key, Mapping[Outcome, float]] = {}  # believed, not yet met again
+
+    def _p_negative(self, dist: Mapping[Outcome, float] | None) -> float:
+        return sum(p for o, p in (dist or {}).items() if self._is_negative(o, 0.0))
+
+    def set_world(self, model: Mapping[Key, Mapping[Outcome, float]]) -> None:
+        old = self._world
+        for key in self._tried:
+            believed = self._stale.get(key, old.get(key))
+            if self._p_negative(model.get(key)) > self._p_negative(believed) + 1e-12:
+                self._stale[key] = believed or {}
+            else:
+                self._stale.pop(key, None)
+        super().set_world(model)
+
+    def observe(
+        self, state: Hashable, action: Hashable, outcome: Outcome, reward: float = 0.0,
+        step: int = 0,
+    ) -> None:
+        self._tried.add((state, action))
+        self._stale.pop((state, action), None)
+
+    def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
+        if (state, action) not in self._tried:
+            return None
+        if (state, action) in self._stale:
+            return dict(self._stale[(state, action)]) or None
+        return super().distribution(state, action)
+
+    def support(self, state: Hashable, action: Hashable) -> int:
+        return super().support(state, action) if (state, action) in self._tried else 0
+
+
 BASELINE_RULES: dict[str, Callable[..., MemoryRule]] = {
     "Static": Static,
     "LatestOverwrite": LatestOverwrite,
@@ -510,6 +569,8 @@ def make_rule(
         raise ValueError(f"{name} takes no params (got {dict(params)})")
     if name == "Oracle":
         return Oracle()
+    if name == "LearnerBound":
+        return LearnerBound(is_negative)
     if name in GLOVE_RULES:
         mode = "sync" if name == "GLOVE-sync" else "async"
         return GloveRule(mode, glove_config, is_negative=is_negative)
