@@ -25,6 +25,9 @@ name                   update rule
 ``GLOVE-async``        the same verifier in replay-relaxed asynchronous mode: suppresses
                        refuted and stale negative memory, never forces a probe
 ``Oracle``             believes the true current world (the upper bound of a scenario)
+``LearnerBound``       the truth of every move it has tried; a change for the worse is met
+                       only by trying the move again, one for the better is told (the
+                       reference for rules that learn; not in :func:`rule_names`)
 =====================  ==================================================================
 
 GLOVE runs with the core verifier's defaults (the calibrated Bayes-factor detector). Its
