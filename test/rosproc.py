@@ -89,13 +89,23 @@ def ros_client(name: str = "test_client") -> Iterator[Any]:
     node = rclpy.create_node(name, context=context)
     executor = MultiThreadedExecutor(num_threads=2, context=context)
     executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set() and context.ok():
+            executor.spin_once(timeout_sec=0.05)
+
+    thread = threading.Thread(target=spin, daemon=True)
     thread.start()
     try:
         yield node
     finally:
+        # the spin loop ends first, then the executor: shutting an executor down while its
+        # thread still waits in it can destroy the wait's guard condition under it (seen
+        # with Jazzy's rclpy: "'NoneType' object has no attribute 'handle'" in that thread)
+        stop.set()
+        thread.join(5)
         executor.shutdown()
-        thread.join(5)  # spin has returned before its node and context go away
         node.destroy_node()
         rclpy.shutdown(context=context)
 
