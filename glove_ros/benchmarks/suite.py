@@ -494,8 +494,10 @@ def _per_phase(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float],
 
 
 def aggregate(records: Sequence[Mapping[str, Any]],
-              oracle: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """Per-method summary over worlds (see the module docstring)."""
+              oracle: Sequence[Mapping[str, Any]] | None = None,
+              learner_bound: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Per-method summary over worlds (see the module docstring); with the oracle's (and
+    LearnerBound's) records of the same worlds, success and steps relative to them."""
     succ = [float(r["drift_success"]) for r in records]
     lo, hi = _bootstrap(succ)
     delays = [d for r in records for d in r.get("delays", [])]
@@ -531,9 +533,11 @@ def aggregate(records: Sequence[Mapping[str, Any]],
     }
     if oracle:
         o_steps = sum(float(r["steps_per_task"]) for r in oracle) / len(oracle)
-        o_succ = float(np.mean([float(r["drift_success"]) for r in oracle]))
         out["steps_vs_oracle"] = out["steps_per_task"] / o_steps if o_steps else None
-        out["success_vs_oracle"] = out["drift_success"] / o_succ if o_succ else None
+    for name, ref in (("oracle", oracle), ("learner_bound", learner_bound)):
+        if ref:
+            r_succ = float(np.mean([float(r["drift_success"]) for r in ref]))
+            out[f"success_vs_{name}"] = out["drift_success"] / r_succ if r_succ else None
     return out
 
 
@@ -660,25 +664,14 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
             "report_seeds": [r_lo, fr_hi],
             "best_params": best,
             "sweep_on_tune_seeds": sweep_doc,
-            "methods": {m: {**aggregate(recs, oracle), "params": best.get(m, {})}
+            "methods": {m: {**aggregate(recs, oracle, records.get("LearnerBound")),
+                            "params": best.get(m, {})}
                         for m, recs in records.items()},
         }
-        _versus_reference(doc["families"][fam]["methods"], "LearnerBound",
-                          "success_vs_learner_bound")
         doc["families"][fam]["paired_vs_best_baseline"] = paired_vs_best(
             doc["families"][fam]["methods"], config.baselines)
     doc["wall_s"] = time.perf_counter() - t0
     return _json_safe(doc)
-
-
-def _versus_reference(methods: dict[str, dict[str, Any]], ref: str, key: str) -> None:
-    """Add ``key`` (drift success over the reference's) to every method, where the family
-    ran that reference."""
-    base = (methods.get(ref) or {}).get("drift_success")
-    if not base:
-        return
-    for r in methods.values():
-        r[key] = r["drift_success"] / base
 
 
 # --------------------------------------------------------------------------- output
