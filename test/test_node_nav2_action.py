@@ -154,13 +154,13 @@ def _warm_up(nav2, tries: int = 5) -> None:
 def _set_mode(nav2, mode: str) -> None:
     from std_msgs.msg import String
 
-    _proc, _node, _client, events, _goals, pub, logs, applied, _fb = nav2
-    pub.publish(String(data=mode))
+    nav2.mode.publish(String(data=mode))
     # latched, but the stand-in's callback must have run before the goal: wait for its echo
     # (a fixed pause can be too short on a loaded machine; the goal then runs the old mode)
+    applied = nav2.applied
     wait_for(lambda: len(applied) > 0 and applied.items[-1].data == mode, 20,
-             f"stand-in mode {mode}", logs)
-    events.items.clear()
+             f"stand-in mode {mode}", nav2.logs)
+    nav2.events.items.clear()
 
 
 def _wait(future, timeout: float, what: str, logs):
@@ -175,11 +175,10 @@ def _wait(future, timeout: float, what: str, logs):
 def _send(nav2, waypoint: str, feedback: list):
     from glove_ros.action import NavigateToWaypoint
 
-    _proc, _node, client, _events, _goals, _mode, logs, *_ = nav2
-    handle = _wait(client.send_goal_async(NavigateToWaypoint.Goal(waypoint=waypoint),
-                                          feedback_callback=lambda f: feedback.append(f.feedback)),
-                   10, "goal response", logs)
-    assert handle.accepted, logs()
+    handle = _wait(nav2.client.send_goal_async(
+        NavigateToWaypoint.Goal(waypoint=waypoint),
+        feedback_callback=lambda f: feedback.append(f.feedback)), 10, "goal response", nav2.logs)
+    assert handle.accepted, nav2.logs()
     return handle
 
 
@@ -200,8 +199,8 @@ def test_auto_picks_the_action_and_goal_is_the_waypoint_pose_in_map(nav2):
     from glove_ros.core.world import load_world
     from glove_ros.paths import resolve_world
 
-    proc, _node, _client, _events, goals, _mode, logs, *_ = nav2
-    assert "Nav2 through its action" in proc.log()
+    logs = nav2.logs
+    assert "Nav2 through its action" in nav2.proc.log()
     _set_mode(nav2, "succeed")
     handle = _send(nav2, "room_b", [])
     res = _wait(handle.get_result_async(), 20, "result", logs)
@@ -209,7 +208,7 @@ def test_auto_picks_the_action_and_goal_is_the_waypoint_pose_in_map(nav2):
     assert res.status == GoalStatus.STATUS_SUCCEEDED, logs()
     assert (r.reached, r.outcome, r.final_waypoint) == (True, "reached", "room_b")
     wp = load_world(resolve_world("small")).waypoint("room_b")
-    goal = goals.items[-1]
+    goal = nav2.goals.items[-1]
     assert goal.header.frame_id == "map"
     assert (goal.pose.position.x, goal.pose.position.y) == pytest.approx((wp.x, wp.y))
     # feedback travels on a topic and the result on a service: the last feedback may land
@@ -268,7 +267,7 @@ def test_no_nav2_server_is_unreachable_not_blocked(nav2, tmp_path):
 
     from glove_ros.action import NavigateToWaypoint
 
-    _proc, node, *_ = nav2
+    node = nav2.node
     env = _env_with(_build_standin())
     lonely = NodeProcess("glove_ros.nodes.waypoint_nav_node", tmp_path, {
         "world": "small", "nav2.server_timeout": 1.0}, name="lonely",
