@@ -247,6 +247,11 @@ def task_main(args: argparse.Namespace) -> int:
                       f"(ROS domain {_domain()}) after {args.wait:.0f}s; is 'glove-ros launch' "
                       "running (or your robot's graph, with --namespace)?", file=sys.stderr)
                 return 2
+        # discovery can list the server before the server has matched this client's reply
+        # readers; a goal response sent before that is lost ("failed to send response
+        # (timeout)" at the server) while the goal runs. Give the match a moment first.
+        if not s.sleep(1.0):
+            return 130
         if args.episode is not None:
             _announce_episode(s, args.episode)
         task_id = args.task_id or f"cli-{int(time.time())}"
