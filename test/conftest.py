@@ -14,7 +14,7 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1,
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Tests that load "the default model" (LlmConfig()) get the small bundled one; tests of the
-# shipped default (glove_ros.core.models.DEFAULT_MODEL) name it explicitly.
+# shipped default (glove_ros.core.llm.models.DEFAULT_MODEL) name it explicitly.
 os.environ.setdefault("GLOVE_LLM_MODEL", "smollm2-135m")
 
 

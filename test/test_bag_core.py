@@ -18,8 +18,8 @@ import yaml
 
 pytest.importorskip("rosbags")
 
-from glove_ros.bags import cli_main, make_fixtures  # noqa: E402
-from glove_ros.core.bagfile import (  # noqa: E402
+from glove_ros.cli.bags import cli_main, make_fixtures  # noqa: E402
+from glove_ros.core.bag.bagfile import (  # noqa: E402
     NS,
     AlertRecord,
     BagError,
@@ -33,7 +33,7 @@ from glove_ros.core.bagfile import (  # noqa: E402
     make_typestore,
     touched_pairs,
 )
-from glove_ros.core.experience import Transition  # noqa: E402
+from glove_ros.core.memory.experience import Transition  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "bags"
 SOURCE, DRIFTED, NUISANCE = FIX / "small_source", FIX / "small_drifted", FIX / "nuisance_only"
@@ -81,7 +81,7 @@ def test_fixtures_are_small_complete_and_regenerable(tmp_path):
 @pytest.mark.parametrize("kind", ["transitions", "detections", "camera"])
 def test_every_input_kind_reads_the_same_experience(kind):
     pytest.importorskip("cv2")
-    from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig
+    from glove_ros.core.world.perception import ColorBlockDetector, ColorDetectorConfig
 
     det = ColorBlockDetector(ColorDetectorConfig.from_dict(yaml.safe_load(COLORS.read_text())))
     got = load_input(DRIFTED, kind, detector=det)
@@ -267,7 +267,7 @@ def test_bad_bags_give_one_line_and_exit_2(tmp_path, capsys, case, words):
 
 def test_bad_bag_from_the_command_line_has_no_traceback(tmp_path):
     bag = _bad_bags(tmp_path)["truncated"]
-    proc = subprocess.run([sys.executable, "-m", "glove_ros.bags", "drift-test", "--drifted",
+    proc = subprocess.run([sys.executable, "-m", "glove_ros.cli.bags", "drift-test", "--drifted",
                            str(bag)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -15,7 +15,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("rosbags")
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-from glove_ros.bags import cli_main  # noqa: E402
+from glove_ros.cli.bags import cli_main  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "bags"
 SWAP = ["--source", FIX / "small_source", "--drifted", FIX / "small_drifted"]

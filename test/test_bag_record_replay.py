@@ -1,6 +1,6 @@
 """`glove-ros bag record` and `replay` across processes, and replay driving the observer.
 
-The recorder and the player are separate processes (``python -m glove_ros.bags``); the
+The recorder and the player are separate processes (``python -m glove_ros.cli.bags``); the
 test node publishes and subscribes over DDS on the per-run domain set by conftest.
 """
 
@@ -19,13 +19,13 @@ pytestmark = pytest.mark.ros
 
 from rosproc import Collector, NodeProcess, call_retry, ros_client, wait_for  # noqa: E402
 
-from glove_ros.core.bagfile import NS, BagReader, BagWriter, make_typestore  # noqa: E402
+from glove_ros.core.bag.bagfile import NS, BagReader, BagWriter, make_typestore  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "bags"
 
 
 def _bag_cmd(*argv) -> list[str]:
-    return [sys.executable, "-u", "-m", "glove_ros.bags", *[str(a) for a in argv]]
+    return [sys.executable, "-u", "-m", "glove_ros.cli.bags", *[str(a) for a in argv]]
 
 
 

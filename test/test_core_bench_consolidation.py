@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from glove_ros.benchmarks import consolidation as bench
-from glove_ros.core.sim import WorldState
-from glove_ros.core.world import load_world
+from glove_ros.core.world.sim import WorldState
+from glove_ros.core.world.worldfile import load_world
 
 TINY = str(Path(__file__).resolve().parent.parent / "bench" / "scenarios"
            / "consolidation_tiny.yaml")
@@ -114,7 +114,7 @@ def test_cli_main_writes_json_and_png(tmp_path, capsys):
 
 
 def test_dedup_recency_baseline_keeps_newest_distinct_entries_within_budget():
-    from glove_ros.core.plan_memory import PlanEntry
+    from glove_ros.core.plan.plan_memory import PlanEntry
 
     def e(i, body, kind="semantic"):
         return PlanEntry(kind, f"n{i}", body, entry_id=i)

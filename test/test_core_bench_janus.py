@@ -21,10 +21,10 @@ from glove_ros.benchmarks.janus import (
     run_benchmark,
     scenario_from_dict,
 )
-from glove_ros.core.embedding import HashingEmbedder
-from glove_ros.core.llm import ScriptedLlm
-from glove_ros.core.plan_memory import PlanMemoryStore
-from glove_ros.core.updater import EpisodeOutcome, Observation, RuleUpdater
+from glove_ros.core.llm.embedding import HashingEmbedder
+from glove_ros.core.llm.runtime import ScriptedLlm
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
+from glove_ros.core.plan.updater import EpisodeOutcome, Observation, RuleUpdater
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "bench" / "scenarios"
@@ -237,7 +237,7 @@ def test_real_gguf_updater_smoke():
     """Two reflections by the bundled SmolLM2-135M (1 thread): whatever it writes, the run
     completes, each task costs one LLM call, and garbage never breaks the loop."""
     pytest.importorskip("llama_cpp")
-    from glove_ros.core.llm import LlamaBackend, LlmConfig
+    from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
     llm = LlamaBackend(LlmConfig(n_ctx=1024, n_threads=1, max_tokens=128, timeout_s=60.0))
     try:

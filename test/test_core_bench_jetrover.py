@@ -28,9 +28,9 @@ from glove_ros.benchmarks.jetrover import (
     run_world,
     verifier_settings,
 )
-from glove_ros.core.verifier import VerifierConfig
-from glove_ros.core.world import World, load_world, worlds_dir
-from glove_ros.core.worldgen import generate_world
+from glove_ros.core.verify.verifier import VerifierConfig
+from glove_ros.core.world.worldfile import World, load_world, worlds_dir
+from glove_ros.core.world.worldgen import generate_world
 
 FAST = {"frame_size": (320, 240)}
 
@@ -203,12 +203,12 @@ def test_colour_detector_reads_the_suites_small_frames():
     """The suite's 80x60 one-frame looks see exactly the blocks at the waypoint (real
     rendering and OpenCV; obstacles, cardboard walls, nudges and pose jitter on); the
     detector's default minimum blob (sized for 640x480) would not."""
-    from glove_ros.core.perception import (
+    from glove_ros.core.world.perception import (
         ColorBlockDetector,
         ColorDetectorConfig,
         outcome_signature,
     )
-    from glove_ros.core.sim import Simulator
+    from glove_ros.core.world.sim import Simulator
 
     small = ColorBlockDetector(ColorDetectorConfig(min_area=jetrover.FAST_MIN_AREA))
     default = ColorBlockDetector()
@@ -362,7 +362,7 @@ def test_unique_colours_reach_the_verifier_when_it_knows_them():
 
 
 def test_common_noise_gives_every_method_the_same_misses():
-    from glove_ros.core.sim import Simulator
+    from glove_ros.core.world.sim import Simulator
 
     w = generate_world(21, kind="close", miss_rate=0.3)
     a, b = Simulator(w, seed=1), Simulator(w, seed=1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from glove_ros.core import memory_map as mm
+from glove_ros.core.memory import memory_map as mm
 
 
 def test_status_follows_suppress_queue_replace():

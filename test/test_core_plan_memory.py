@@ -1,4 +1,4 @@
-"""Tests of glove_ros.core.plan_memory: storage, versioning, retrieval, prompt assembly."""
+"""Tests of glove_ros.core.plan.plan_memory: storage, versioning, retrieval, prompt assembly."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from glove_ros.core.embedding import HashingEmbedder
-from glove_ros.core.plan_memory import (
+from glove_ros.core.llm.embedding import HashingEmbedder
+from glove_ros.core.plan.plan_memory import (
     Edit,
     PlanEntry,
     PlanMemoryStore,
@@ -322,7 +322,7 @@ def test_opening_waits_out_another_process_locking_the_file(tmp_path, monkeypatc
     """SQLite answers a WAL switch racing another process with 'database is locked' at
     once (seen with the memory node and a second robot's planner opening one file): the
     open retries, and a file that stays locked is still a clear error, not a hang."""
-    import glove_ros.core.plan_memory as pm
+    import glove_ros.core.plan.plan_memory as pm
 
     real = pm.PlanMemoryStore._open
     calls = []

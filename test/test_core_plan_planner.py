@@ -1,4 +1,4 @@
-"""Tests of glove_ros.core.plan_planner: plan memory as a planning prior, rehearsal against
+"""Tests of glove_ros.core.plan.plan_planner: plan memory as a planning prior, rehearsal against
 verified experience memory, task outcome -> updater input, and the gate pipeline."""
 
 from __future__ import annotations
@@ -7,7 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from glove_ros.core.agent import (
+from glove_ros.core.llm.embedding import HashingEmbedder
+from glove_ros.core.llm.runtime import ScriptedLlm
+from glove_ros.core.memory.experience import Transition
+from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.plan.agent import (
     AgentConfig,
     Beliefs,
     Finish,
@@ -21,12 +25,9 @@ from glove_ros.core.agent import (
     WorldMap,
     rank_options,
 )
-from glove_ros.core.embedding import HashingEmbedder
-from glove_ros.core.experience import Transition
-from glove_ros.core.janus import GateTask, JanusConfig, JanusGate, Verdict, make_trigger
-from glove_ros.core.llm import ScriptedLlm
-from glove_ros.core.plan_memory import Edit, PlanEntry, PlanMemoryStore
-from glove_ros.core.plan_planner import (
+from glove_ros.core.plan.janus import GateTask, JanusConfig, JanusGate, Verdict, make_trigger
+from glove_ros.core.plan.plan_memory import Edit, PlanEntry, PlanMemoryStore
+from glove_ros.core.plan.plan_planner import (
     ExperienceRisk,
     ExperienceTruth,
     PlanAwarePlanner,
@@ -42,8 +43,7 @@ from glove_ros.core.plan_planner import (
     task_colour,
     truth,
 )
-from glove_ros.core.store import ExperienceStore
-from glove_ros.core.updater import EpisodeOutcome, LlmUpdater, Observation, RuleUpdater
+from glove_ros.core.plan.updater import EpisodeOutcome, LlmUpdater, Observation, RuleUpdater
 
 #   a ---- b ---- c
 #   |             |

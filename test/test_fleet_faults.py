@@ -24,9 +24,9 @@ pytest.importorskip("nats")
 
 from glove_ros import fleet as fl  # noqa: E402
 from glove_ros.benchmarks import fleet as bf  # noqa: E402
-from glove_ros.core.experience import Transition  # noqa: E402
-from glove_ros.core.fleet import Outbox  # noqa: E402
-from glove_ros.core.store import ExperienceStore  # noqa: E402
+from glove_ros.core.memory.experience import Transition  # noqa: E402
+from glove_ros.core.memory.fleet import Outbox  # noqa: E402
+from glove_ros.core.memory.store import ExperienceStore  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("nats_server")]
 

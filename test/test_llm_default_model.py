@@ -12,10 +12,10 @@ import random
 import pytest
 
 from glove_ros.benchmarks import llm as bench
-from glove_ros.core.llm import LlamaBackend, LlmConfig
-from glove_ros.core.llm_planner import decision_messages, decision_schema
-from glove_ros.core.models import DEFAULT_MODEL, ModelFileError, resolve_model
-from glove_ros.core.tasks import request_from_llm, request_messages, request_schema
+from glove_ros.core.llm.models import DEFAULT_MODEL, ModelFileError, resolve_model
+from glove_ros.core.llm.prompts import decision_messages, decision_schema
+from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
+from glove_ros.core.plan.tasks import request_from_llm, request_messages, request_schema
 
 # ~30 s on 2 quiet cores; a shared, loaded machine needs far longer for the first prompt
 pytestmark = [pytest.mark.llm, pytest.mark.slow, pytest.mark.timeout(1200)]

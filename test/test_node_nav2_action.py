@@ -196,7 +196,7 @@ def _relayed(nav2, handle) -> list[float]:
 def test_auto_picks_the_action_and_goal_is_the_waypoint_pose_in_map(nav2):
     from action_msgs.msg import GoalStatus
 
-    from glove_ros.core.world import load_world
+    from glove_ros.core.world.worldfile import load_world
     from glove_ros.paths import resolve_world
 
     logs = nav2.logs

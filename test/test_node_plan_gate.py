@@ -15,9 +15,9 @@ pytestmark = pytest.mark.ros
 
 from rosproc import Collector, NodeProcess, call, ros_client, wait_for  # noqa: E402
 
-from glove_ros.core.experience import Transition  # noqa: E402
-from glove_ros.core.plan_memory import PlanMemoryStore  # noqa: E402
-from glove_ros.core.store import ExperienceStore  # noqa: E402
+from glove_ros.core.memory.experience import Transition  # noqa: E402
+from glove_ros.core.memory.store import ExperienceStore  # noqa: E402
+from glove_ros.core.plan.plan_memory import PlanMemoryStore  # noqa: E402
 
 NODE = "glove_ros.nodes.plan_gate_node"
 

@@ -1,5 +1,5 @@
 """docs/parameters.md and docs/schemas.md are what the code declares (regenerate with
-``python -m glove_ros.docgen`` after changing a node's PARAMS or a loader's schema)."""
+``python -m glove_ros.cli.docgen`` after changing a node's PARAMS or a loader's schema)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from glove_ros import docgen  # noqa: E402
+from glove_ros.cli import docgen  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-HINT = "out of date: run 'python -m glove_ros.docgen' and commit docs/"
+HINT = "out of date: run 'python -m glove_ros.cli.docgen' and commit docs/"
 
 
 def test_parameter_reference_matches_declarations():

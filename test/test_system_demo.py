@@ -52,7 +52,7 @@ def test_demo_small_world_counts_every_alert(tmp_path):
     # contradicted memory itself is checked in the database: no red look at room_a is
     # trusted any more, the blue ones are
     assert any("dissonance" in s["label"] for s in snaps)
-    from glove_ros.core.store import ExperienceStore
+    from glove_ros.core.memory.store import ExperienceStore
 
     with ExperienceStore(str(out / "demo_memory.db")) as store:
         looks = store.query("room_a", "look", include_suppressed=True, limit=None)[0]

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.ros
 
 from rosproc import Collector, NodeProcess, call, ros_client, wait_for  # noqa: E402
 
-from glove_ros.core.markers import STATUS_COLORS  # noqa: E402
+from glove_ros.core.world.markers import STATUS_COLORS  # noqa: E402
 
 
 def _t(state: str, action: str, outcome: str, arg: str = ""):

@@ -54,8 +54,8 @@ def test_kill9_and_restart_each_node_with_the_task_stream_continuing(tmp_path):
     from rclpy.action import ActionClient
 
     from glove_ros.action import RunTask
-    from glove_ros.core.sim import WorldState
-    from glove_ros.core.world import load_world
+    from glove_ros.core.world.sim import WorldState
+    from glove_ros.core.world.worldfile import load_world
     from glove_ros.msg import DetectionArray, DissonanceAlert, TaskOutcome
     from glove_ros.paths import resolve_world
     from glove_ros.srv import QueryMemory

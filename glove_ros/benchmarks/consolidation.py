@@ -7,7 +7,7 @@ seeded random waypoint it drives corridor by corridor to seeded random targets, 
 every new waypoint, until it sees the colour or its drive budget is spent; blocked corridors
 are found by driving into them, and a look misses a block with probability ``miss_rate``
 (nuisance). The same episodes feed every arm's fast writer
-(:class:`~glove_ros.core.consolidation.FastWriter`), so the arms differ only in what
+(:class:`~glove_ros.core.consolidate.consolidation.FastWriter`), so the arms differ only in what
 consolidation does with the memory:
 
   writer_only   fast writes only (the paper's "Writer-only")
@@ -22,9 +22,10 @@ Measured per episode and arm, side by side: active memory tokens (the whole plan
 the planner-facing text, approximate tokens) and entries, and task success by *rehearsal*:
 before the episode runs, the planner's first decision for the task is rehearsed on the memory
 it would read (ranked for the task, under ``planner_budget_tokens``;
-:func:`~glove_ros.core.consolidation.rehearse_find`) and counts as a success when the block
+:func:`~glove_ros.core.consolidate.consolidation.rehearse_find`) and counts as a success when
+the block
 is really there (simulator ground truth). Corridor accuracy: for every corridor any event
-blocks, does memory believe its current state (:func:`~glove_ros.core.consolidation.
+blocks, does memory believe its current state (:func:`~glove_ros.core.consolidate.consolidation.
 rehearse_corridor`)? Per consolidation run: status, tokens before / after, compression,
 fan-in, steps, time and LLM tokens.
 
@@ -79,7 +80,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from glove_ros.core.consolidation import (
+from glove_ros.core.consolidate.consolidation import (
     ConsolidationConfig,
     ConsolidationReport,
     Consolidator,
@@ -90,10 +91,10 @@ from glove_ros.core.consolidation import (
     rehearse_corridor,
     rehearse_find,
 )
-from glove_ros.core.plan_memory import Edit, PlanEntry, PlanMemoryStore
-from glove_ros.core.sim import WorldState
-from glove_ros.core.updater import EpisodeOutcome, Observation, Traversal
-from glove_ros.core.world import World, edge_key, load_world
+from glove_ros.core.plan.plan_memory import Edit, PlanEntry, PlanMemoryStore
+from glove_ros.core.plan.updater import EpisodeOutcome, Observation, Traversal
+from glove_ros.core.world.sim import WorldState
+from glove_ros.core.world.worldfile import World, edge_key, load_world
 
 __all__ = [
     "ARMS",
@@ -412,7 +413,7 @@ def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "dedup_rec
                 arm.consolidator = Consolidator(store, _rule_config(sc))
                 arm.policy_factory = RulePolicy
             elif name == "llm":
-                from glove_ros.core.llm import LlamaBackend, LlmConfig
+                from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
                 c = sc.llm
                 backend = LlamaBackend(LlmConfig(
@@ -522,7 +523,7 @@ def _summary(arm: _Arm, sc: Scenario, drift_at: int | None) -> dict[str, Any]:
 
 def _model_name(model: str) -> str:
     """The GGUF file the llm arm ran ('' = the default model, resolved as the LLM does)."""
-    from glove_ros.core.models import ModelFileError, resolve_model
+    from glove_ros.core.llm.models import ModelFileError, resolve_model
 
     try:
         return resolve_model(model).name
@@ -750,7 +751,7 @@ def main(args: argparse.Namespace) -> int:
         doc = run_benchmark(sc, arms, args.model,
                             log=(lambda m: print(m, file=sys.stderr)) if not args.json else None)
     except Exception as exc:
-        from glove_ros.core.llm import LlmLoadError
+        from glove_ros.core.llm.runtime import LlmLoadError
 
         if isinstance(exc, (LlmLoadError, ValueError)):
             print(f"glove-ros bench consolidation: {exc}", file=sys.stderr)

@@ -117,8 +117,8 @@ class _Fleet:
 
     def __init__(self, n: int, workdir: Path) -> None:
         from glove_ros import fleet as fl
-        from glove_ros.core.fleet import Outbox
-        from glove_ros.core.store import ExperienceStore
+        from glove_ros.core.memory.fleet import Outbox
+        from glove_ros.core.memory.store import ExperienceStore
 
         self.fl = fl
         self.robots = [f"r{i:02d}" for i in range(n)]
@@ -164,7 +164,7 @@ class _Fleet:
 
     async def write_for(self, rate: float, seconds: float, tag: str,
                         sample: list[tuple[float, int]] | None = None) -> int:
-        from glove_ros.core.experience import Transition
+        from glove_ros.core.memory.experience import Transition
 
         start, n, next_sample = time.perf_counter(), 0, 0.0
         while (now := time.perf_counter() - start) < seconds:
@@ -192,7 +192,7 @@ class _Fleet:
 
 
 async def _run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from glove_ros.core.experience import Transition
+    from glove_ros.core.memory.experience import Transition
 
     f = _Fleet(n, workdir)
     out: dict[str, Any] = {"robots": n}
@@ -324,9 +324,9 @@ def crash_robot(db: str, robot: str, url: str, sent: int, committed: int,
     import signal
 
     from glove_ros import fleet as fl
-    from glove_ros.core.experience import Transition
-    from glove_ros.core.fleet import Outbox
-    from glove_ros.core.store import ExperienceStore
+    from glove_ros.core.memory.experience import Transition
+    from glove_ros.core.memory.fleet import Outbox
+    from glove_ros.core.memory.store import ExperienceStore
 
     store = ExperienceStore(db)
     box = Outbox(store, robot)
@@ -420,8 +420,8 @@ async def recover_robot(db: str, robot: str, url: str, hub_url: str, *,
     all (None: not in ``timeout``). Also returns the id lists (``pending_ids``,
     ``hub_ids``, ``robot_ids``)."""
     from glove_ros import fleet as fl
-    from glove_ros.core.fleet import Outbox
-    from glove_ros.core.store import ExperienceStore
+    from glove_ros.core.memory.fleet import Outbox
+    from glove_ros.core.memory.store import ExperienceStore
 
     t0 = time.perf_counter()
     store = ExperienceStore(db)
@@ -544,8 +544,8 @@ def run_value(world_name: str, robots: int, workdir: Path) -> dict[str, Any]:
         BenchConfig,
         ModeRunner,
     )
-    from glove_ros.core.fleet import Outbox
-    from glove_ros.core.world import load_world
+    from glove_ros.core.memory.fleet import Outbox
+    from glove_ros.core.world.worldfile import load_world
     from glove_ros.paths import resolve_world
 
     world = load_world(resolve_world(world_name))
@@ -653,9 +653,9 @@ async def run_conflict(workdir: Path, skew_ms: int = 5000, timeout: float = 120.
     import nats
 
     from glove_ros import fleet as fl
-    from glove_ros.core.experience import Transition
-    from glove_ros.core.fleet import FleetEvent, Hlc, Outbox, digest, fold
-    from glove_ros.core.store import ExperienceStore
+    from glove_ros.core.memory.experience import Transition
+    from glove_ros.core.memory.fleet import FleetEvent, Hlc, Outbox, digest, fold
+    from glove_ros.core.memory.store import ExperienceStore
 
     robots = ["cA", "cB", "cX"]
     hub, leaves = fl.local_servers(robots, workdir)

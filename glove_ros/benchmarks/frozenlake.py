@@ -1,7 +1,7 @@
 """FrozenLake drift benchmark: GLOVE against the paper's memory-update baselines.
 
 Every method drives the same memory-driven agent on gymnasium's FrozenLake-v1; only the
-memory update rule differs (glove_ros/core/memory_rules.py). The agent is told the grid and
+memory update rule differs (glove_ros/core/verify/memory_rules.py). The agent is told the grid and
 where the goal is; what each action does it knows only from its memory of (state, action)
 -> outcome transitions. It runs value iteration over the believed outcomes (goal +1, hole
 -hole_penalty); an action memory knows nothing about is assumed to make its intended move
@@ -99,7 +99,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from glove_ros.core.memory_rules import MemoryRule, ProbeTarget, make_rule, rule_names
+from glove_ros.core.verify.memory_rules import MemoryRule, ProbeTarget, make_rule, rule_names
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 ACTION_NAMES = ("left", "down", "right", "up")
@@ -350,18 +350,19 @@ def parse_scenario(data: Any, default_name: str = "scenario") -> Scenario:
 
 def _validate_glove(glove: dict[str, Any]) -> None:
     """Check the glove mapping against the core VerifierConfig (its own validation)."""
-    from glove_ros.core.memory_rules import glove_config_fields
+    from glove_ros.core.verify.memory_rules import glove_config_fields
 
     fields_ = glove_config_fields()
     if fields_ is None:
-        raise ScenarioError("the glove section needs glove_ros.core.verifier, which is missing")
+        raise ScenarioError("the glove section needs glove_ros.core.verify.verifier, "
+                            "which is missing")
     for key in glove:
         if key not in fields_:
             raise ScenarioError(
                 f"unknown key {key!r} in glove; VerifierConfig fields: {', '.join(fields_)}"
                 + (" (mode is set by the method name)" if key == "mode" else "")
             )
-    from glove_ros.core.verifier import VerifierConfig
+    from glove_ros.core.verify.verifier import VerifierConfig
 
     try:
         VerifierConfig.from_dict({**glove, "mode": "sync"})
@@ -1111,7 +1112,7 @@ def run_benchmark(scenario: Scenario, methods: Sequence[str], policy: str = "gre
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every method on the scenario; returns the JSON-ready result document.
 
-    ``llm`` (a glove_ros.core.llm JsonLlm) is used by ``policy="llm"``; by default the
+    ``llm`` (a glove_ros.core.llm.runtime JsonLlm) is used by ``policy="llm"``; by default the
     default GGUF is loaded with ``threads`` llama.cpp threads (0: half the cores).
     ``progress`` gets one line per finished method."""
     if policy not in ("greedy", "llm"):
@@ -1180,7 +1181,7 @@ def run_benchmark(scenario: Scenario, methods: Sequence[str], policy: str = "gre
 
 
 class LlmPolicy:
-    """The agent's action choice through the local LLM (glove_ros.core.llm).
+    """The agent's action choice through the local LLM (glove_ros.core.llm.runtime).
 
     The prompt gives the position, the goal and, for each of the four moves, what memory
     says it does and the memory planner's estimate; the reply is forced by a JSON schema to
@@ -1190,7 +1191,7 @@ class LlmPolicy:
     """
 
     def __init__(self, llm: Any) -> None:
-        from glove_ros.core.llm import choice_schema
+        from glove_ros.core.llm.runtime import choice_schema
 
         self.llm = llm
         self.schema = choice_schema(list(ACTION_NAMES), key="move")
@@ -1249,10 +1250,10 @@ def _make_policy(policy: str, llm: Any = None, threads: int = 0) -> LlmPolicy | 
         return None
     if policy == "llm":
         if llm is None:
-            if importlib.util.find_spec("glove_ros.core.llm") is None:
-                raise ValueError("--policy llm needs glove_ros/core/llm.py, which this "
+            if importlib.util.find_spec("glove_ros.core.llm.runtime") is None:
+                raise ValueError("--policy llm needs glove_ros/core/llm/runtime.py, which this "
                                  "checkout does not have; use --policy greedy")
-            from glove_ros.core.llm import LlamaBackend, LlmConfig
+            from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
             llm = LlamaBackend(LlmConfig(n_ctx=1024, max_tokens=16, temperature=0.0,
                                          n_threads=int(threads)))

@@ -59,7 +59,7 @@ import numpy as np
 import yaml
 
 from glove_ros.benchmarks import write_results
-from glove_ros.core.memory_rules import MemoryRule, make_rule, rule_names
+from glove_ros.core.verify.memory_rules import MemoryRule, make_rule, rule_names
 
 __all__ = [
     "GymScenario",

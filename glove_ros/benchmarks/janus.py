@@ -6,7 +6,7 @@ A stream of "find the <colour> block" tasks runs in several worlds with drift (t
 core loop of :mod:`glove_ros.benchmarks.jetrover` without DDS: simulator, perception,
 experience memory with the async GLOVE verifier, the task agent). **The planner reads both
 memories, as on the robot**: trusted experience memory first, plan memory a prior where it
-is silent (:class:`~glove_ros.core.plan_planner.PlanAwarePlanner`). After every task the
+is silent (:class:`~glove_ros.core.plan.plan_planner.PlanAwarePlanner`). After every task the
 same updater proposes a plan-memory candidate and a gate decides; the arms differ only in
 the gate's trigger:
 
@@ -15,7 +15,7 @@ the gate's trigger:
   always              compare every update
   momentum            Janus: memory momentum trigger (cos(z, m) < tau)
   evidence            compare when what the robot knows speaks against the update
-                      (:class:`~glove_ros.core.plan_planner.ExperienceRisk`: the edit
+                      (:class:`~glove_ros.core.plan.plan_planner.ExperienceRisk`: the edit
                       touches a waypoint whose look GLOVE recently found dissonant, places a
                       colour where trusted looks saw others, or drops one they confirm)
   evidence+momentum   either
@@ -93,7 +93,8 @@ import yaml
 
 from glove_ros.benchmarks import write_results
 from glove_ros.benchmarks.jetrover import BenchConfig, ModeRunner
-from glove_ros.core.agent import (
+from glove_ros.core.memory.experience import Transition
+from glove_ros.core.plan.agent import (
     Beliefs,
     GreedyPlanner,
     PlanContext,
@@ -102,15 +103,14 @@ from glove_ros.core.agent import (
     WorldMap,
     rank_options,
 )
-from glove_ros.core.experience import Transition
-from glove_ros.core.janus import JanusConfig, JanusGate, Verdict, make_trigger
-from glove_ros.core.plan_memory import (
+from glove_ros.core.plan.janus import JanusConfig, JanusGate, Verdict, make_trigger
+from glove_ros.core.plan.plan_memory import (
     Edit,
     PlanEntry,
     PlanMemoryStore,
     apply_edits,
 )
-from glove_ros.core.plan_planner import (
+from glove_ros.core.plan.plan_planner import (
     ExperienceRisk,
     ExperienceTruth,
     PlanAwarePlanner,
@@ -121,8 +121,7 @@ from glove_ros.core.plan_planner import (
     make_rehearsal_scorer,
     outcome_from_transitions,
 )
-from glove_ros.core.sim import colors_signature
-from glove_ros.core.updater import (
+from glove_ros.core.plan.updater import (
     EpisodeOutcome,
     LlmUpdater,
     RuleUpdater,
@@ -131,8 +130,9 @@ from glove_ros.core.updater import (
     blocked_name,
     fact_name,
 )
-from glove_ros.core.verifier import VerifierConfig
-from glove_ros.core.world import World, edge_key, load_world, resolve_world_path
+from glove_ros.core.verify.verifier import VerifierConfig
+from glove_ros.core.world.sim import colors_signature
+from glove_ros.core.world.worldfile import World, edge_key, load_world, resolve_world_path
 
 __all__ = [
     "PAPER",
@@ -188,7 +188,7 @@ def matched_spec(trigger: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Arm:
-    """One gate configuration: ``trigger`` spec (:func:`~glove_ros.core.janus.make_trigger`,
+    """One gate configuration: ``trigger`` spec (:func:`~glove_ros.core.plan.janus.make_trigger`,
     plus ``clean`` and the budget-matched ``random:~LABEL`` / ``periodic:~LABEL``) and
     ``scorer`` (``experience``: rehearsal against verified experience memory, the robot's
     scorer; ``simulator``: against ground truth, an oracle)."""
@@ -803,10 +803,10 @@ def _agg(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _make_embedder(kind: str) -> Any:
     if kind == "onnx":
-        from glove_ros.core.embedding import Embedder
+        from glove_ros.core.llm.embedding import Embedder
 
         return Embedder().load()
-    from glove_ros.core.embedding import HashingEmbedder
+    from glove_ros.core.llm.embedding import HashingEmbedder
 
     return HashingEmbedder()
 
@@ -897,7 +897,7 @@ def run_benchmark(scenario: Scenario, *, llm: Any = None, embedder: Any = None
     sc = scenario.validate()
     worlds = sc.load_worlds()
     if sc.updater == "llm" and llm is None:
-        from glove_ros.core.llm import LlamaBackend, LlmConfig
+        from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
         llm = LlamaBackend(LlmConfig(n_ctx=2048, n_threads=1, max_tokens=256,
                                      timeout_s=60.0)).load()
@@ -1125,8 +1125,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         doc = run_benchmark(sc)
     except Exception as exc:  # e.g. the LLM or the embedding model cannot be loaded
-        from glove_ros.core.embedding import EmbeddingLoadError
-        from glove_ros.core.llm import LlmLoadError
+        from glove_ros.core.llm.embedding import EmbeddingLoadError
+        from glove_ros.core.llm.runtime import LlmLoadError
 
         if isinstance(exc, (LlmLoadError, EmbeddingLoadError)):
             print(f"glove-ros bench janus: {exc}", file=sys.stderr)

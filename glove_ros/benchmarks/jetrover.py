@@ -20,11 +20,11 @@ Modes:
 
 Any memory method runs through the same loop (:class:`ModeRunner`, :data:`METHODS`): besides
 the modes above, ``oracle`` (memory is the simulator's current truth: the upper bound) and
-the baseline rules of :mod:`glove_ros.core.memory_views` (``LatestOverwrite``, ``RecentK``,
+the baseline rules of :mod:`glove_ros.core.verify.memory_views` (``LatestOverwrite``, ``RecentK``,
 ``SlidingWindow``, ``RecencyWeighted``, ``PageHinkleyReset``, ``PeriodicRefresh``, each a
 view over the same store with settable parameters). Every method gets the same stuck hook
 and answers it by its own rule. :func:`run_world` runs one method on one world (e.g. from
-:func:`glove_ros.core.worldgen.generate_world`) fast and returns its drift metrics
+:func:`glove_ros.core.world.worldgen.generate_world`) fast and returns its drift metrics
 (:class:`DriftTracker`: detection delay in visits, false alarms per 1,000 transitions,
 deadlocks, ...). When the verifier knows ``unique_objects``, the colours that occur once
 among the world's blocks are passed to it (:func:`verifier_settings`).
@@ -66,7 +66,9 @@ from typing import Any
 import numpy as np
 
 from glove_ros.benchmarks import write_results
-from glove_ros.core.agent import (
+from glove_ros.core.memory.experience import MemoryEntry, Status, Transition
+from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.plan.agent import (
     ACTION_LOOK,
     ACTION_NAVIGATE,
     OUTCOME_BLOCKED,
@@ -85,13 +87,15 @@ from glove_ros.core.agent import (
     WorldMap,
     colors_of,
 )
-from glove_ros.core.experience import MemoryEntry, Status, Transition
-from glove_ros.core.memory_views import RULE_PARAMS, OracleView, RuleView, make_view
-from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig, outcome_signature
-from glove_ros.core.sim import Simulator
-from glove_ros.core.store import ExperienceStore
-from glove_ros.core.verifier import GloveVerifier, VerifierConfig
-from glove_ros.core.world import World, edge_key, load_world
+from glove_ros.core.verify.memory_views import RULE_PARAMS, OracleView, RuleView, make_view
+from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig
+from glove_ros.core.world.perception import (
+    ColorBlockDetector,
+    ColorDetectorConfig,
+    outcome_signature,
+)
+from glove_ros.core.world.sim import Simulator
+from glove_ros.core.world.worldfile import World, edge_key, load_world
 
 __all__ = [
     "FAST_FRAME",
@@ -121,7 +125,7 @@ __all__ = [
 
 MODES = ("async", "sync", "static")
 #: every memory method a ModeRunner runs: GLOVE (async, sync), static memory, the truth
-#: (oracle, the upper bound) and the baseline rules of :mod:`glove_ros.core.memory_views`
+#: (oracle, the upper bound) and the baseline rules of :mod:`glove_ros.core.verify.memory_views`
 METHODS = (*MODES, "oracle", *RULE_PARAMS)
 #: other spellings of the GLOVE methods
 METHOD_ALIASES = {"GLOVE-async": "async", "GLOVE-sync": "sync", "Static": "static"}
@@ -141,7 +145,7 @@ class BenchConfig:
     start waypoints and simulator noise offset; ``max_steps``: step limit per task;
     ``look_frames``: frames per look; ``frame_size``: (width, height) of the rendered
     frames; ``task_start``: ``random`` | ``dock`` | ``stay`` (:data:`TASK_STARTS`);
-    ``verifier``: overrides of :class:`~glove_ros.core.verifier.VerifierConfig` fields
+    ``verifier``: overrides of :class:`~glove_ros.core.verify.verifier.VerifierConfig` fields
     (``mode`` is set per mode); ``detector_min_area``: the colour detector's smallest blob
     in pixels (None: its default, sized for 640x480; small frames need a smaller one);
     ``nav_dt``: simulation step while driving, seconds (travel times and outcomes do not
@@ -463,7 +467,7 @@ class ModeRunner:
     re-tests stale negatives when stuck (``params={"recheck": False}``: not); ``static``
     reads everything; ``oracle`` reads the simulator's current truth; a baseline rule
     (``LatestOverwrite``, ``RecentK``, ...; ``params`` as in
-    :data:`~glove_ros.core.memory_views.RULE_PARAMS`) reads its view of the entries and
+    :data:`~glove_ros.core.verify.memory_views.RULE_PARAMS`) reads its view of the entries and
     answers the stuck hook by its rule.
 
     ``planner_factory`` builds a fresh planner (default :class:`GreedyPlanner`); ``db_path``
@@ -908,7 +912,7 @@ def _planner_factory(planner: str, llm: Any = None,
         return GreedyPlanner
     if planner == "llm":
         if llm is None:
-            from glove_ros.core.llm import LlamaBackend, LlmConfig
+            from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
             llm = LlamaBackend(LlmConfig(n_ctx=1024, max_tokens=32, timeout_s=20.0)).load()
         backend = llm
@@ -1195,7 +1199,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         doc = run_benchmark(world, modes, cfg, args.planner, tick=lambda: bar.update(1))
     except Exception as exc:  # e.g. the LLM cannot be loaded
-        from glove_ros.core.llm import LlmLoadError
+        from glove_ros.core.llm.runtime import LlmLoadError
 
         if isinstance(exc, (LlmLoadError, ValueError)):
             print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)

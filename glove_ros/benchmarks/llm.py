@@ -4,17 +4,17 @@
 asks the model through the real llama.cpp runtime with the prompts and schemas the robot
 uses, and scores the answers automatically:
 
-* ``waypoint`` -- the planner's next goal (:mod:`glove_ros.core.llm_planner`): options with
+* ``waypoint`` -- the planner's next goal (:mod:`glove_ros.core.llm.prompts`): options with
   verified memory, memory the verifier *suppressed* or *replaced* (stale: must not be
   trusted), fresh looks contradicting old ones, plan-memory notes (a hint that verified
   memory outranks), near unexplored vs far believed. Truth:
-  :func:`~glove_ros.core.llm_planner.reference_choice`.
-* ``parse`` -- a free-text request into a structured task (:mod:`glove_ros.core.tasks`),
+  :func:`~glove_ros.core.llm.prompts.reference_choice`.
+* ``parse`` -- a free-text request into a structured task (:mod:`glove_ros.core.plan.tasks`),
   phrasings the fixed grammar does *not* know included. Truth: the generator's intent and
   slots.
-* ``reflect`` -- a Janus reflection: the LLM updater (:class:`~glove_ros.core.updater.
+* ``reflect`` -- a Janus reflection: the LLM updater (:class:`~glove_ros.core.plan.updater.
   LlmUpdater`) proposes plan-memory edits from an episode; judged by what the edited memory
-  then tells the planner (:func:`~glove_ros.core.plan_planner.plan_prior`): the block's new
+  then tells the planner (:func:`~glove_ros.core.plan.plan_planner.plan_prior`): the block's new
   place must be preferred and its old, refuted place not.
 * ``consolidate`` -- a short dock-time consolidation tool loop (:class:`~glove_ros.core.
   consolidation.LlmPolicy`, read calls executed, up to 9 calls) over a journaled region
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from glove_ros.benchmarks import write_results
-from glove_ros.core.llm_planner import (
+from glove_ros.core.llm.prompts import (
     REPLACED,
     SUPPRESSED,
     VERIFIED,
@@ -299,7 +299,7 @@ def run_waypoint(llm: Any, cases: Sequence[WaypointCase], timeout_s: float) -> J
 
 def run_parse(llm: Any, cases: Sequence[ParseCase], timeout_s: float) -> JobStats:
     """Ask the request parser for each case."""
-    from glove_ros.core.tasks import request_from_llm, request_messages, request_schema
+    from glove_ros.core.plan.tasks import request_from_llm, request_messages, request_schema
 
     st = JobStats("parse")
     for c in cases:
@@ -316,8 +316,8 @@ def run_parse(llm: Any, cases: Sequence[ParseCase], timeout_s: float) -> JobStat
 
 def _reflect_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     """(entries, outcome, colour, new waypoint, old waypoint or None, kind)."""
-    from glove_ros.core.plan_memory import PlanEntry, Provenance
-    from glove_ros.core.updater import EpisodeOutcome, Observation
+    from glove_ros.core.plan.plan_memory import PlanEntry, Provenance
+    from glove_ros.core.plan.updater import EpisodeOutcome, Observation
 
     out = []
     for i in range(n):
@@ -348,9 +348,9 @@ def _reflect_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
 
 def run_reflect(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float) -> JobStats:
     """LLM updater reflections, judged by the plan prior of the edited memory."""
-    from glove_ros.core.plan_memory import apply_edits
-    from glove_ros.core.plan_planner import plan_prior
-    from glove_ros.core.updater import LlmUpdater
+    from glove_ros.core.plan.plan_memory import apply_edits
+    from glove_ros.core.plan.plan_planner import plan_prior
+    from glove_ros.core.plan.updater import LlmUpdater
 
     up = LlmUpdater(llm)
     st = JobStats("reflect")
@@ -383,15 +383,15 @@ def _consolidate_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     first colour at its new place, citing the episode that saw it there."""
     import tempfile
 
-    from glove_ros.core.consolidation import (
+    from glove_ros.core.consolidate.consolidation import (
         ConsolidationConfig,
         Consolidator,
         FastWriter,
         ToolCall,
         Workspace,
     )
-    from glove_ros.core.plan_memory import PlanMemoryStore
-    from glove_ros.core.updater import EpisodeOutcome, Observation
+    from glove_ros.core.plan.plan_memory import PlanMemoryStore
+    from glove_ros.core.plan.updater import EpisodeOutcome, Observation
 
     out = []
     tmp = Path(tempfile.mkdtemp(prefix="glove_bench_llm_"))
@@ -426,7 +426,7 @@ def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float
     provenance). ``terminate``, an invalid call or ``max_calls`` reads without a synthesize
     is wrong; an invalid call is a fallback (the run would abort, memory unchanged).
     Latency and tokens are per call."""
-    from glove_ros.core.consolidation import LlmPolicy
+    from glove_ros.core.consolidate.consolidation import LlmPolicy
 
     st = JobStats("consolidate")
     for _store, region, ws, colour, wp, ep in cases:
@@ -495,7 +495,7 @@ def prefix_speedup(llm: Any, cases: Sequence[WaypointCase], warm: Sequence[float
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``glove-ros bench llm``."""
     parser.add_argument("--model", default="",
-                        help="a .gguf path or a model name (glove_ros.core.models; "
+                        help="a .gguf path or a model name (glove_ros.core.llm.models; "
                              "default: the configured default model)")
     parser.add_argument("--jobs", default=",".join(JOBS),
                         help="comma-separated jobs (default: %(default)s)")
@@ -521,7 +521,7 @@ _BAR: Any = None  # the progress bar of a `glove-ros bench llm` run (one tick pe
 def run(llm: Any, jobs: Sequence[str], *, cases: int = 42, small_cases: int = 8,
         seed: int = 1000, timeout_s: float = 20.0, speedup_cases: int = 5,
         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the chosen jobs on ``llm`` (a loaded :class:`~glove_ros.core.llm.LlamaBackend`,
+    """Run the chosen jobs on ``llm`` (a loaded :class:`~glove_ros.core.llm.runtime.LlamaBackend`,
     or any JsonLlm: then speed-up needs ``reset_cache``). Returns the report's ``jobs``."""
     bad = [j for j in jobs if j not in JOBS]
     if bad:
@@ -541,7 +541,7 @@ def run(llm: Any, jobs: Sequence[str], *, cases: int = 42, small_cases: int = 8,
                                                              st.latencies[1:k + 1])
     if "parse" in jobs:
         rng = random.Random(seed + 1)
-        from glove_ros.core.tasks import INTENTS
+        from glove_ros.core.plan.tasks import INTENTS
 
         pc = [parse_case(rng, INTENTS[i % len(INTENTS)]) for i in range(len(INTENTS) * 4)]
         st = run_parse(llm, pc, timeout_s)
@@ -609,7 +609,7 @@ def main(args: argparse.Namespace) -> int:
     """Entry point of ``glove-ros bench llm``."""
     import os
 
-    from glove_ros.core.llm import LlamaBackend, LlmConfig, LlmLoadError
+    from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig, LlmLoadError
 
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     t0 = time.monotonic()
@@ -623,7 +623,7 @@ def main(args: argparse.Namespace) -> int:
     load_s = time.monotonic() - t0
     from tqdm import tqdm
 
-    from glove_ros.core.tasks import INTENTS
+    from glove_ros.core.plan.tasks import INTENTS
 
     per_job = {"waypoint": args.cases, "parse": len(INTENTS) * 4,
                "reflect": args.small_cases, "consolidate": args.small_cases}

@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from glove_ros.core.experience import Transition
-from glove_ros.core.store import ExperienceStore
-from glove_ros.core.verifier import GloveVerifier, VerifierConfig
+from glove_ros.core.memory.experience import Transition
+from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 NEIGHBOURS = 4

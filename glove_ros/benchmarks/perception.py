@@ -3,8 +3,8 @@
 Renders frames with the built-in simulator (every waypoint of a world, blocks, textured
 walls, noise), then times each backend on exactly those frames in one run:
 
-* ``color``: :class:`~glove_ros.core.perception.ColorBlockDetector` (OpenCV HSV);
-* ``yolo``: :class:`~glove_ros.core.perception.YoloDetector` on an ONNX model through
+* ``color``: :class:`~glove_ros.core.world.perception.ColorBlockDetector` (OpenCV HSV);
+* ``yolo``: :class:`~glove_ros.core.world.perception.YoloDetector` on an ONNX model through
   ultralytics (ONNX Runtime on the CPU unless ``--device`` says otherwise). Without
   ``--yolo-model`` an untrained yolo11n is built offline and exported to ONNX: its boxes
   mean nothing, its cost is the real cost. Skipped, with the reason, when ultralytics is
@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from glove_ros.core.perception import (
+from glove_ros.core.world.perception import (
     ColorBlockDetector,
     YoloDetector,
     build_untrained_yolo_onnx,
     outcome_signature,
 )
-from glove_ros.core.sim import Simulator
-from glove_ros.core.world import DEFAULT_WORLD, load_world
+from glove_ros.core.world.sim import Simulator
+from glove_ros.core.world.worldfile import DEFAULT_WORLD, load_world
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

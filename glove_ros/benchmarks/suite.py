@@ -42,7 +42,7 @@ every baseline at its best setting, Static (lower bound) and Oracle (upper bound
 FrozenLake families add LearnerBound, the reference for anything that learns from the
 agent's own moves: it knows the true outcome of every move it has tried, meets a change
 for the worse only by trying the move again, and is told every change for the better
-(:class:`glove_ros.core.memory_rules.LearnerBound`).
+(:class:`glove_ros.core.verify.memory_rules.LearnerBound`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import numpy as np
 import yaml
 
 from glove_ros.benchmarks import write_results
-from glove_ros.core.memory_rules import BASELINE_PARAMS, make_rule
+from glove_ros.core.verify.memory_rules import BASELINE_PARAMS, make_rule
 
 __all__ = [
     "FAMILIES",
@@ -389,7 +389,7 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
 def _waypoint_method(method: str, params: Mapping[str, Any] | None
                      ) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     """(jetrover method name, verifier overrides, view params) of a suite method."""
-    from glove_ros.core.memory_rules import GLOVE_ABLATIONS
+    from glove_ros.core.verify.memory_rules import GLOVE_ABLATIONS
 
     if method == "Oracle":
         return "oracle", {}, None
@@ -401,7 +401,7 @@ def _waypoint_method(method: str, params: Mapping[str, Any] | None
 
 def _waypoint_runner(nuisance_only: bool, opts: Mapping[str, Any]) -> Callable[..., Any]:
     from glove_ros.benchmarks import jetrover
-    from glove_ros.core import worldgen
+    from glove_ros.core.world.worldfile import worldgen
 
     kinds = tuple(opts.get("kinds") or [k for k in worldgen.DRIFT_KINDS if k != "nuisance"])
 

@@ -1,6 +1,7 @@
 """Consolidation node: fast writes after each task, Auto-Dreamer region rewriting on the dock.
 
-Thin wrapper over :mod:`glove_ros.core.consolidation` (DESIGN.md section 5). Every finished
+Thin wrapper over :mod:`glove_ros.core.consolidate.consolidation` (DESIGN.md section 5).
+Every finished
 task (``task_outcomes``) is appended to plan memory by the fast writer, with its raw trace
 journaled as provenance. When the robot is docked (charging) and ``every_k_episodes``
 episodes are waiting, the node sends itself a ``consolidate`` goal, so automatic and
@@ -44,7 +45,7 @@ from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
 from glove_ros.action import Consolidate
-from glove_ros.core.consolidation import (
+from glove_ros.core.consolidate.consolidation import (
     ConsolidationConfig,
     ConsolidationReport,
     Consolidator,
@@ -54,8 +55,8 @@ from glove_ros.core.consolidation import (
     RulePolicy,
     episode_from_transitions,
 )
-from glove_ros.core.llm import LlamaBackend, LlmConfig, LlmLoadError
-from glove_ros.core.plan_memory import PlanMemoryStore
+from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig, LlmLoadError
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.msg import ConsolidationReport as ConsolidationReportMsg
 from glove_ros.msg import TaskOutcome
 from glove_ros.nodes.common import (

@@ -15,7 +15,7 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from glove_ros.core.health import ERROR
+from glove_ros.core.ops.health import ERROR
 
 Check = Callable[[], "tuple[int, str, dict[str, Any]]"]
 

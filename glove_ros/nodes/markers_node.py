@@ -4,7 +4,7 @@ Every ``period`` seconds it asks memory (``query_memory``, suppressed history in
 and publishes a ``visualization_msgs/MarkerArray`` on ``memory_markers`` (latched, frame
 ``map_frame``): waypoints, corridors coloured by memory status and crossed where memory
 believes them blocked, and the blocks memory saw at each waypoint
-(:mod:`glove_ros.core.markers`; trusted green, pending amber, stale-negative purple,
+(:mod:`glove_ros.core.world.markers`; trusted green, pending amber, stale-negative purple,
 suppressed grey, unknown pale blue). Waypoint positions come from the world file, in the
 map frame (REP-105), the same file waypoint_nav uses.
 
@@ -24,8 +24,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from visualization_msgs.msg import Marker, MarkerArray
 
-from glove_ros.core.markers import EntryView, Shape, memory_layers
-from glove_ros.core.world import load_world
+from glove_ros.core.world.markers import EntryView, Shape, memory_layers
+from glove_ros.core.world.worldfile import load_world
 from glove_ros.nodes.common import Param, declare_params, latched_qos, param_values, run
 from glove_ros.paths import resolve_world
 from glove_ros.srv import QueryMemory

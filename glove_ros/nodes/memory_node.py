@@ -6,7 +6,7 @@ nothing is retrievable before it was verified and nothing acknowledged is lost o
 crash. Retrieval (``query_memory``) excludes suppressed and replaced entries unless
 asked; ``explain_entry`` says why an entry is trusted, suppressed or replaced.
 
-Load. Writes go through one group-commit thread (:mod:`glove_ros.core.ingest`): whatever
+Load. Writes go through one group-commit thread (:mod:`glove_ros.core.memory.ingest`): whatever
 arrived while the previous commit ran is verified and committed together (at most
 ``ingest.max_batch``, waiting at most ``ingest.max_delay_ms`` for company), and a service
 call is answered only after its commit. Reads use their own SQLite connection in their own
@@ -67,11 +67,11 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
-from glove_ros.core.experience import MemoryEvent, Source, Transition
-from glove_ros.core.health import ERROR, OK, WARN
-from glove_ros.core.ingest import GroupCommitter, IngestConfig, Ticket
-from glove_ros.core.store import ExperienceStore
-from glove_ros.core.verifier import GloveVerifier, VerifierConfig, VerifyResult
+from glove_ros.core.memory.experience import MemoryEvent, Source, Transition
+from glove_ros.core.memory.ingest import GroupCommitter, IngestConfig, Ticket
+from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.ops.health import ERROR, OK, WARN
+from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig, VerifyResult
 from glove_ros.msg import DissonanceAlert, ProbeRequest
 from glove_ros.msg import MemoryEvent as MemoryEventMsg
 from glove_ros.msg import Transition as TransitionMsg
@@ -273,7 +273,7 @@ class MemoryNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         if str(values["fleet.url"]).strip():
             try:  # before the verifier writes anything: every event goes to the outbox
-                from glove_ros.core.fleet import Outbox
+                from glove_ros.core.memory.fleet import Outbox
 
                 self._outbox = Outbox(self._store, str(values["fleet.robot_id"]).strip())
             except Exception as exc:

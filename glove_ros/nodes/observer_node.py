@@ -4,7 +4,7 @@ Turns perception's detection stream into the memory's look experiences, so that
 camera -> perception -> observer -> memory works without the planner (a bag replayed
 with ``glove-ros bag replay``, a robot driven by hand or by another stack). The rule
 (colours seen in >= k of the first n frames of each stay; robust to one missed
-detection) lives in :mod:`glove_ros.core.observation`.
+detection) lives in :mod:`glove_ros.core.world.observation`.
 
 Interfaces (relative names; remap in launch):
   sub  detections          glove_ros/DetectionArray  tagged with the waypoint by perception
@@ -30,7 +30,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from std_msgs.msg import String
 
 from glove_ros import conversions as conv
-from glove_ros.core.observation import Frame, Look, LookAggregator, LookConfig
+from glove_ros.core.world.observation import Frame, Look, LookAggregator, LookConfig
 from glove_ros.msg import DetectionArray
 from glove_ros.msg import Transition as TransitionMsg
 from glove_ros.nodes.common import (

@@ -36,8 +36,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from glove_ros.core.health import OK, WARN, RateMeter
-from glove_ros.core.perception import ColorBlockDetector, ColorDetectorConfig, make_detector
+from glove_ros.core.ops.health import OK, WARN, RateMeter
+from glove_ros.core.world.perception import ColorBlockDetector, ColorDetectorConfig, make_detector
 from glove_ros.msg import Detection, DetectionArray
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,

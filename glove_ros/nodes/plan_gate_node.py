@@ -3,16 +3,16 @@
 After each task the planner publishes a ``TaskOutcome``. This node turns it into the
 updater's episode record, lets the updater (rule-based, or reflection by the local LLM)
 propose a candidate plan memory, and lets the Janus gate decide (DESIGN.md section 4,
-:mod:`glove_ros.core.janus`): warm-up and updates consistent with the memory momentum are
+:mod:`glove_ros.core.plan.janus`): warm-up and updates consistent with the memory momentum are
 deployed directly; a deviating update is compared with the current memory on the hybrid
 evaluation set (coverage + boundary + fresh tasks) and deployed only if it scores higher.
 
-Scoring on the robot (:mod:`glove_ros.core.plan_planner`): a task cannot be re-driven, so
+Scoring on the robot (:mod:`glove_ros.core.plan.plan_planner`): a task cannot be re-driven, so
 the planner's first decision for it ("which waypoint first?") is rehearsed under each
 memory and scored against *verified experience memory* -- the trusted looks GLOVE keeps.
 This node reads experience memory straight from its SQLite file (``experience_db_path``,
 by default the same file as plan memory: tables ``plan_*`` next to the experience tables)
-through :class:`~glove_ros.core.store.ExperienceStore`, read-only, instead of calling the
+through :class:`~glove_ros.core.memory.store.ExperienceStore`, read-only, instead of calling the
 ``query_memory`` service: a comparison scores up to |E_t| tasks and each rehearsal reads
 one waypoint's trusted looks, which is a local indexed query instead of a DDS round trip
 per task, and it works while the memory node is busy. WAL lets it read while the memory
@@ -50,11 +50,12 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
-from glove_ros.core.agent import StoreMemoryView, WorldMap
-from glove_ros.core.janus import GateDecision, JanusConfig, JanusGate, make_trigger
-from glove_ros.core.llm import LlmConfig
-from glove_ros.core.plan_memory import PlanMemoryStore
-from glove_ros.core.plan_planner import (
+from glove_ros.core.llm.runtime import LlmConfig
+from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.plan.agent import StoreMemoryView, WorldMap
+from glove_ros.core.plan.janus import GateDecision, JanusConfig, JanusGate, make_trigger
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
+from glove_ros.core.plan.plan_planner import (
     ExperienceRisk,
     ExperienceTruth,
     PlanGatePipeline,
@@ -63,9 +64,8 @@ from glove_ros.core.plan_planner import (
     outcome_from_transitions,
     rollback_to_parent,
 )
-from glove_ros.core.store import ExperienceStore
-from glove_ros.core.updater import LlmUpdater, LlmUpdaterConfig, RuleUpdater, RuleUpdaterConfig
-from glove_ros.core.world import load_world
+from glove_ros.core.plan.updater import LlmUpdater, LlmUpdaterConfig, RuleUpdater, RuleUpdaterConfig
+from glove_ros.core.world.worldfile import load_world
 from glove_ros.msg import GateDecision as GateDecisionMsg
 from glove_ros.msg import TaskOutcome
 from glove_ros.nodes.common import (
@@ -229,15 +229,15 @@ class PlanGateNode(LifecycleNode):
             validate(values)
             cfg = janus_config(values)
             if values["embedder"] == "onnx":
-                from glove_ros.core.embedding import Embedder
+                from glove_ros.core.llm.embedding import Embedder
 
                 self._embedder = Embedder().load()
             else:
-                from glove_ros.core.embedding import HashingEmbedder
+                from glove_ros.core.llm.embedding import HashingEmbedder
 
                 self._embedder = HashingEmbedder()
             if values["updater"] == "llm":
-                from glove_ros.core.llm import LlamaBackend
+                from glove_ros.core.llm.runtime import LlamaBackend
 
                 self._llm = LlamaBackend(llm_config(values)).load()
                 updater: Any = LlmUpdater(self._llm, updater_config(values))

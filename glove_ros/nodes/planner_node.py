@@ -4,11 +4,11 @@ Takes tasks in words through the ``run_task`` action: "find the red block", "go 
 kitchen", "bring me to where you last saw the blue block", "is the corridor between hall
 and lab open?", "what changed since yesterday?", "return to the dock" (a fixed grammar;
 other phrasings are parsed by the local LLM when ``planner:=llm``,
-:func:`glove_ros.core.tasks.understand`). Questions and "last seen" goals are answered from
-memory with its history (:mod:`glove_ros.core.answers`): the result's ``answer`` cites the
+:func:`glove_ros.core.plan.tasks.understand`). Questions and "last seen" goals are answered from
+memory with its history (:mod:`glove_ros.core.plan.answers`): the result's ``answer`` cites the
 trusted entries (#id) and ``explain`` lists suppressed / replaced ones with the verifier's
 reason. For a search it decides each next
-waypoint with :class:`glove_ros.core.agent.TaskAgent` (GreedyPlanner or LlmPlanner over
+waypoint with :class:`glove_ros.core.plan.agent.TaskAgent` (GreedyPlanner or LlmPlanner over
 llama.cpp, JSON-schema constrained to valid waypoints; invalid or slow output falls back
 to greedy and is counted), drives with the ``navigate_to_waypoint`` action, looks by
 fusing a few perception frames, and records every transition through the memory's
@@ -52,7 +52,9 @@ from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
 from glove_ros.action import NavigateToWaypoint, Probe, RunTask
-from glove_ros.core.agent import (
+from glove_ros.core.memory.experience import MemoryEntry, Transition
+from glove_ros.core.ops.health import OK, WARN, LatencyStat
+from glove_ros.core.plan.agent import (
     AgentConfig,
     Finish,
     GreedyPlanner,
@@ -64,11 +66,9 @@ from glove_ros.core.agent import (
     TaskAgent,
     WorldMap,
 )
-from glove_ros.core.experience import MemoryEntry, Transition
-from glove_ros.core.health import OK, WARN, LatencyStat
-from glove_ros.core.observation import FreshFrames, LookConfig, colors_of, judge_frames
-from glove_ros.core.tasks import TaskRequest, understand
-from glove_ros.core.world import load_world
+from glove_ros.core.plan.tasks import TaskRequest, understand
+from glove_ros.core.world.observation import FreshFrames, LookConfig, colors_of, judge_frames
+from glove_ros.core.world.worldfile import load_world
 from glove_ros.msg import DetectionArray, TaskOutcome
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
@@ -95,7 +95,7 @@ PARAMS = (
           read_only=True),
     Param("planner", "greedy", "'greedy' or 'llm' (local GGUF through llama.cpp)",
           read_only=True),
-    Param("llm.model_path", "", "model name (glove_ros.core.models) or GGUF path; '' = the "
+    Param("llm.model_path", "", "model name (glove_ros.core.llm.models) or GGUF path; '' = the "
           "default model ($GLOVE_LLM_MODEL or qwen2.5-coder-1.5b)", read_only=True),
     Param("llm.n_ctx", 2048, "LLM context window, tokens", read_only=True),
     Param("llm.n_threads", 0, "llama.cpp CPU threads (0 = automatic)", read_only=True),
@@ -237,7 +237,7 @@ class PlannerNode(LifecycleNode):
         planner: Any = GreedyPlanner()
         if values["planner"] == "llm":
             try:
-                from glove_ros.core.llm import LlamaBackend, LlmConfig
+                from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
                 cfg = LlmConfig(model_path=str(values["llm.model_path"]),
                                 n_ctx=int(values["llm.n_ctx"]),
@@ -258,8 +258,8 @@ class PlannerNode(LifecycleNode):
                 timeout_s=float(values["llm.timeout_s"])))
         self._plan_store = None
         if values["plan_db_path"]:
-            from glove_ros.core.plan_memory import PlanMemoryStore
-            from glove_ros.core.plan_planner import PlanAwarePlanner
+            from glove_ros.core.plan.plan_memory import PlanMemoryStore
+            from glove_ros.core.plan.plan_planner import PlanAwarePlanner
 
             try:
                 self._plan_store = PlanMemoryStore(str(values["plan_db_path"]))
@@ -656,7 +656,7 @@ class PlannerNode(LifecycleNode):
 
     def _execute_request(self, handle: Any, req: TaskRequest, how: str) -> Any:
         """Everything but a search: dock, go to a place, answer from memory."""
-        from glove_ros.core import answers
+        from glove_ros.core.plan import answers
 
         if req.intent == "dock":
             result = self._execute_dock(handle)

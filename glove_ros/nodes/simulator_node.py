@@ -1,6 +1,6 @@
 """Simulator node: the built-in JetRover simulator, publishing what the real robot publishes.
 
-Wraps :class:`glove_ros.core.sim.Simulator` (a waypoint-graph robot in a drifting world
+Wraps :class:`glove_ros.core.world.sim.Simulator` (a waypoint-graph robot in a drifting world
 file). Simulated time runs ``time_scale`` times faster than the wall clock and is
 published on ``/clock``; the other nodes run with ``use_sim_time:=true``.
 
@@ -42,8 +42,8 @@ from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
 from glove_ros.action import NavigateToWaypoint
-from glove_ros.core.sim import Pose2D, Simulator
-from glove_ros.core.world import load_world
+from glove_ros.core.world.sim import Pose2D, Simulator
+from glove_ros.core.world.worldfile import load_world
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
     Param,

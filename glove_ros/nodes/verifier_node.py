@@ -31,7 +31,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from glove_ros.action import Probe
-from glove_ros.core.health import OK, WARN
+from glove_ros.core.ops.health import OK, WARN
 from glove_ros.msg import DissonanceAlert, ProbeRequest, Transition, VerifierStatus
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,

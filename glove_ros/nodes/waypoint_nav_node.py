@@ -14,7 +14,7 @@ nothing is remembered).
 
 **topic** (fallback, no ``nav2_msgs``): it publishes the waypoint's pose on ``goal_pose``,
 the topic Nav2's ``bt_navigator`` (and RViz's "Nav2 Goal") uses, and judges progress from
-the robot pose (:class:`glove_ros.core.waypoint_nav.NavTracker`):
+the robot pose (:class:`glove_ros.core.world.waypoint_nav.NavTracker`):
 
 - ``reached``: within ``nav.xy_tolerance`` of the waypoint (final_waypoint = the target);
 - ``blocked``: no ``nav.stall_distance`` of movement within ``nav.stall_timeout`` seconds
@@ -60,7 +60,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from glove_ros.action import NavigateToWaypoint
-from glove_ros.core.waypoint_nav import (
+from glove_ros.core.world.waypoint_nav import (
     CANCELLED,
     DRIVING,
     REACHED,
@@ -70,7 +70,7 @@ from glove_ros.core.waypoint_nav import (
     nearest_waypoint,
     outcome_from_nav2,
 )
-from glove_ros.core.world import World, load_world
+from glove_ros.core.world.worldfile import World, load_world
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
     Param,

@@ -1,0 +1,374 @@
+"""``glove-ros task`` and ``glove-ros watch``: talk to a running glove_ros graph.
+
+``task "find the red block"`` sends a RunTask goal to the planner's ``run_task`` action and
+prints each feedback message and the result (every field the action defines). Exit code
+0 when the task succeeded, 1 when it failed, 2 when no planner answered.
+
+``watch`` prints what the robot's memory does, one readable line per event: dissonance
+alerts, suppressed / replaced / restored memories, re-verification requests and probes,
+Janus gate decisions, dock-time consolidations, task outcomes and world events.
+
+Both join the graph of a running ``glove-ros launch`` (its ROS domain is read from the
+launch's run file) unless ``ROS_DOMAIN_ID`` or ``--domain`` says otherwise, and work the
+same against a real robot (``--namespace`` when its nodes run in one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``glove-ros task``."""
+    parser.add_argument("task", help='what to do, e.g. "find the red block"')
+    parser.add_argument("--task-id", default="", help="episode id of the task "
+                        "(default: cli-<time>)")
+    parser.add_argument("--max-steps", type=int, default=0,
+                        help="step limit (default 0: the planner's own)")
+    parser.add_argument("--episode", type=int, default=None,
+                        help="built-in simulator only: announce this episode number first, so "
+                        "the world file's drift events up to it happen")
+    _common_arguments(parser)
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds to wait for the result before cancelling (default 300)")
+
+
+def add_watch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``glove-ros watch``."""
+    parser.add_argument("--all", action="store_true",
+                        help="also print every recorded transition (verbose)")
+    parser.add_argument("--count", type=int, default=0,
+                        help="exit after this many lines (default 0: until Ctrl-C)")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="exit after this many seconds (default 0: until Ctrl-C)")
+    _common_arguments(parser)
+
+
+def _common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", default="", help="robot namespace, e.g. /jetrover_1")
+    parser.add_argument("--domain", type=int, default=None,
+                        help="ROS domain id (default: ROS_DOMAIN_ID, else the running "
+                        "glove-ros launch's)")
+    parser.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to wait for the graph to appear (default 30)")
+
+
+# ---------------------------------------------------------------- formatting (no ROS)
+
+_EVENT_KINDS = {0: "recorded", 1: "SUPPRESSED", 2: "REPLACED", 3: "restored", 4: "queued"}
+_GATE_VERDICTS = {0: "accepted (no comparison)", 1: "accepted after comparison",
+                  2: "REJECTED"}
+
+
+def _ids(ids: Any) -> str:
+    ids = list(ids)
+    shown = ", ".join(str(i) for i in ids[:6])
+    return f"#{shown}" + (f" (+{len(ids) - 6} more)" if len(ids) > 6 else "")
+
+
+def _sa(msg: Any) -> str:
+    arg = getattr(msg, "action_arg", "")
+    return f"({msg.state_key}, {msg.action}{' ' + arg if arg else ''})"
+
+
+def format_alert(m: Any) -> str:
+    """One line for a DissonanceAlert."""
+    expected = ", ".join(f"{o} {p:.0%}" for o, p in zip(m.expected_outcomes,
+                                                         m.expected_probabilities, strict=False))
+    return (f"DISSONANCE {_sa(m)}: saw '{m.observed_outcome}', memory said [{expected}] "
+            f"(n={m.history_size}, {m.consecutive_surprises} surprises in a row); "
+            f"{len(m.suppressed_ids)} memories suppressed, {m.mode} mode"
+            + (f", {m.probes_requested} probes requested" if m.probes_requested else ""))
+
+
+def format_event(m: Any) -> str:
+    """One line for a MemoryEvent."""
+    kind = _EVENT_KINDS.get(int(m.kind), f"kind {m.kind}")
+    line = f"memory {kind} {_sa(m)} {_ids(m.entry_ids)}"
+    if len(m.new_entry_ids):
+        line += f" -> {_ids(m.new_entry_ids)}"
+    if m.evidence_count:
+        line += f" on {m.evidence_count} fresh samples"
+    return line + (f": {m.reason}" if m.reason else "")
+
+
+def format_probe_request(m: Any) -> str:
+    """One line for a ProbeRequest."""
+    return (f"PROBE request {_sa(m)} x{m.samples} ({m.reason}) to confirm or replace "
+            f"{_ids(m.entry_ids)}")
+
+
+def format_gate(m: Any) -> str:
+    """One line for a GateDecision."""
+    verdict = _GATE_VERDICTS.get(int(m.verdict), f"verdict {m.verdict}")
+    line = f"gate: plan-memory update {m.update_index} {verdict}"
+    if int(m.verdict) != 0:
+        line += f" (score old {m.score_old:.2f}, new {m.score_new:.2f})"
+    return line + f"; active version {m.active_version}"
+
+
+def format_outcome(m: Any) -> str:
+    """One line for a TaskOutcome."""
+    how = f"found at {m.found_at}" if m.success else f"FAILED ({m.reason})"
+    return f"task '{m.task}' [{m.episode_id}]: {how} in {m.steps} steps"
+
+
+def format_consolidation(report: Any) -> str:
+    """One line for a consolidation report (glove_ros/ConsolidationReport)."""
+    line = (f"CONSOLIDATION {report.status} ({report.reason}, {report.policy}): plan memory "
+            f"{report.entries_before} -> {report.entries_after} entries, "
+            f"{report.tokens_before} -> {report.tokens_after} tokens")
+    if report.consolidation_id:
+        line += f" [{report.consolidation_id}]"
+    return f"{line}: {report.message}" if report.message else line
+
+
+class ProbeCounter:
+    """Turns the verifier's status (VerifierStatus) into a line when its probe count changes."""
+
+    def __init__(self) -> None:
+        self.spent: int | None = None
+
+    def line(self, status: Any) -> str | None:
+        """A line when probes were spent since the last status, else None."""
+        spent = int(status.probes_spent)
+        before, self.spent = self.spent, spent
+        if spent == (before or 0):
+            return None
+        return (f"PROBES spent: {spent} (+{spent - (before or 0)}) of a budget of "
+                f"{status.budget}; {status.refused} refused")
+
+
+def fields_text(msg: Any) -> str:
+    """``name=value`` for every field of a ROS message (whatever the action defines)."""
+    parts = []
+    for name in msg.get_fields_and_field_types():
+        value = getattr(msg, name)
+        if isinstance(value, str):
+            value = repr(value)
+        elif hasattr(value, "__len__") and not isinstance(value, (bytes, str)):
+            value = list(value)
+        parts.append(f"{name}={value}")
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------- ROS plumbing
+
+
+class _Session:
+    """An rclpy node spun by a background thread; SIGINT/SIGTERM set ``stop``."""
+
+    def __init__(self, args: argparse.Namespace, name: str) -> None:
+        from glove_ros.cli.launcher import join_domain
+
+        self.stop = threading.Event()
+        self._previous = _stop_on_signals(self.stop)
+        note = join_domain(args.domain)
+        import rclpy  # a missing ROS 2 is reported in one line by glove_ros.cli
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        print(f"[{name}] {note}", file=sys.stderr, flush=True)
+        self.rclpy = rclpy
+        self.context = rclpy.context.Context()
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node(f"glove_ros_{name}", namespace=args.namespace or None,
+                                      context=self.context)
+        self.executor = MultiThreadedExecutor(2, context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            while self.context.ok() and not self.stop.is_set():
+                self.executor.spin_once(timeout_sec=0.2)
+        except Exception:  # the context went away during shutdown
+            pass
+
+    def in_group(self, group: Any, fn: Any, timeout: float = 10.0) -> Any:
+        """Run ``fn()`` on the executor in callback group ``group`` (see
+        :func:`glove_ros.nodes.common.run_in_group`: an action request made from this
+        thread could lose its answer)."""
+        from glove_ros.nodes.common import run_in_group
+
+        return run_in_group(self.node, group, fn, timeout)
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep unless stopped; False when a signal arrived."""
+        return not self.stop.wait(seconds)
+
+    def close(self) -> None:
+        """Stop spinning, destroy the node, shut this context down."""
+        import signal
+
+        from glove_ros.nodes.common import stop_executor
+
+        self.stop.set()
+        self._thread.join(2)
+        stop_executor(self.executor, 2.0)
+        self.node.destroy_node()
+        self.rclpy.try_shutdown(context=self.context)
+        for s, h in self._previous.items():
+            signal.signal(s, h)
+
+
+def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:
+    import signal
+
+    def handler(_s: int, _f: Any) -> None:
+        stop.set()
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def task_main(args: argparse.Namespace) -> int:
+    """Send one task to the running planner; print feedback and the result."""
+    from glove_ros.action import RunTask
+    from glove_ros.nodes.common import SpinSafeActionClient
+
+    s = _Session(args, "task")
+    try:
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+        group = MutuallyExclusiveCallbackGroup()  # requests are registered before answers
+        client = SpinSafeActionClient(s.node, RunTask, "run_task", callback_group=group)
+        deadline = time.monotonic() + args.wait
+        while not client.wait_for_server(timeout_sec=0.5):
+            if s.stop.is_set():
+                return 130
+            if time.monotonic() > deadline:
+                print(f"glove-ros: no planner answers on {s.node.resolve_topic_name('run_task')} "
+                      f"(ROS domain {_domain()}) after {args.wait:.0f}s; is 'glove-ros launch' "
+                      "running (or your robot's graph, with --namespace)?", file=sys.stderr)
+                return 2
+        # discovery can list the server before the server has matched this client's reply
+        # readers; a goal response sent before that is lost ("failed to send response
+        # (timeout)" at the server) while the goal runs. Give the match a moment first.
+        if not s.sleep(1.0):
+            return 130
+        if args.episode is not None:
+            _announce_episode(s, args.episode)
+        task_id = args.task_id or f"cli-{int(time.time())}"
+        goal = RunTask.Goal(task=args.task, task_id=task_id, max_steps=max(0, args.max_steps))
+        print(f"task '{args.task}' [{task_id}] sent to "
+              f"{s.node.resolve_topic_name('run_task')}", flush=True)
+
+        def on_feedback(msg: Any) -> None:
+            print(f"  feedback: {fields_text(msg.feedback)}", flush=True)
+
+        handle = _wait(s, s.in_group(group, lambda: client.send_goal_async(
+            goal, feedback_callback=on_feedback)), args.wait)
+        if handle is None or not handle.accepted:
+            print("the planner rejected the task" if handle is not None else
+                  "the planner did not answer the goal request", file=sys.stderr)
+            return 1
+        response = _wait(s, s.in_group(group, handle.get_result_async), args.timeout)
+        if response is None:
+            s.in_group(group, handle.cancel_goal_async)
+            why = "interrupted" if s.stop.is_set() else f"no result after {args.timeout:.0f}s"
+            print(f"{why}: task cancelled", file=sys.stderr)
+            return 130 if s.stop.is_set() else 1
+        result = response.result
+        print(f"result: {fields_text(result)}", flush=True)
+        return 0 if getattr(result, "success", False) else 1
+    finally:
+        s.close()
+
+
+def _domain() -> str:
+    import os
+
+    return os.environ.get("ROS_DOMAIN_ID", "0")
+
+
+def _announce_episode(s: _Session, episode: int) -> None:
+    from std_msgs.msg import UInt32
+
+    pub = s.node.create_publisher(UInt32, "episode_start", 10)
+    deadline = time.monotonic() + 10
+    while s.node.count_subscribers("episode_start") == 0 and time.monotonic() < deadline:
+        if not s.sleep(0.1):
+            return
+    pub.publish(UInt32(data=int(episode)))
+    s.sleep(0.3)  # the simulator applies the episode's events before the task starts
+    print(f"episode {episode} announced to the simulator", flush=True)
+
+
+def _wait(s: _Session, future: Any, timeout: float) -> Any:
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    end = time.monotonic() + timeout
+    while not done.wait(0.1):
+        if s.stop.is_set() or time.monotonic() > end:
+            return None
+    return future.result()
+
+
+def watch_main(args: argparse.Namespace) -> int:
+    """Print memory events of the running graph until Ctrl-C, --count or --duration."""
+    from std_msgs.msg import String
+
+    from glove_ros.msg import (
+        ConsolidationReport,
+        DissonanceAlert,
+        GateDecision,
+        MemoryEvent,
+        ProbeRequest,
+        TaskOutcome,
+        VerifierStatus,
+    )
+    from glove_ros.nodes.common import latched_qos
+
+    s = _Session(args, "watch")
+    lock = threading.Lock()
+    printed = [0]
+    probes = ProbeCounter()
+
+    def emit(line: str | None) -> None:
+        if line is None:
+            return
+        with lock:
+            if args.count and printed[0] >= args.count:
+                return
+            print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+            printed[0] += 1
+            if args.count and printed[0] >= args.count:
+                s.stop.set()
+
+    def on_event(m: Any) -> None:
+        if int(m.kind) != 0 or args.all:
+            emit(format_event(m))
+
+    subs: list[tuple[Any, str, Callable[[Any], None]]] = [
+        (DissonanceAlert, "dissonance", lambda m: emit(format_alert(m))),
+        (MemoryEvent, "memory_events", on_event),
+        (ProbeRequest, "probe_requests", lambda m: emit(format_probe_request(m))),
+        (VerifierStatus, "verifier_status", lambda m: emit(probes.line(m))),
+        (GateDecision, "gate_decisions", lambda m: emit(format_gate(m))),
+        (ConsolidationReport, "consolidation_report",
+         lambda m: emit(format_consolidation(m))),
+        (TaskOutcome, "task_outcomes", lambda m: emit(format_outcome(m))),
+        (String, "world_events", lambda m: emit(f"WORLD {m.data}")),
+    ]
+    try:
+        for msg_type, topic, cb in subs:  # verifier_status is latched (the last value)
+            qos = latched_qos() if topic == "verifier_status" else 100
+            s.node.create_subscription(msg_type, topic, cb, qos)
+        print(f"[watch] listening on {', '.join(t for _, t, _ in subs)}"
+              f"{' in ' + args.namespace if args.namespace else ''}; Ctrl-C to stop",
+              file=sys.stderr, flush=True)
+        end = time.monotonic() + args.duration if args.duration > 0 else None
+        while not s.stop.is_set():
+            if end is not None and time.monotonic() > end:
+                break
+            s.sleep(0.1)
+        interrupted = s.stop.is_set() and not (args.count and printed[0] >= args.count)
+        return 130 if interrupted else 0
+    finally:
+        s.close()

@@ -1,0 +1,301 @@
+"""The ``glove-ros`` command.
+
+Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
+
+* ``demo``     the README's main job (the simulated JetRover drift demo)
+* ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
+* ``memory``   inspect an experience-memory database: stats, query, explain
+* ``bag``      record, replay and drift-test rosbag2 recordings
+* ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
+* ``launch``   start a deployment's nodes as processes (what ``ros2 launch`` does there)
+* ``task``     give the running graph a task ("find the red block"); feedback and result
+* ``watch``    live memory events of the running graph (dissonance, suppressions, probes)
+* ``fleet``    robots sharing memory: the building's hub, a robot's leaf server, status
+* ``sdf``      write the Gazebo SDF world generated from a world file
+* ``doctor``   check this environment: ROS 2, generated interfaces, models, discovery
+
+The core and benchmark subcommands work from ``pip install .`` without ROS; ``node`` and
+``demo`` need a sourced ROS 2 environment (``source env.sh`` here, or a colcon workspace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+# Benchmarks: name -> one-line help. A benchmark is listed only when its module exists.
+BENCHMARKS = {
+    "memory": "experience-memory cost (record+verify, retrieval) vs bare SQLite, 1e3..1e6",
+    "frozenlake": "GLOVE vs the paper's memory-update baselines on gymnasium FrozenLake drift",
+    "jetrover": "the JetRover block-swap drift scenario without DDS (fast core loop)",
+    "perception": "frames per second of the perception backends on 640x480 frames",
+    "janus": "plan-memory updates with and without the Janus gate",
+    "consolidation": "writer-only vs writer + dock-time consolidation",
+    "suite": "generated drift suite: every memory rule on worlds nobody tuned for",
+    "gym": "bring your own gymnasium env (discrete actions) and drift schedule, from YAML",
+    "llm": "decision quality of a GGUF model on the planner, parser, Janus and consolidator jobs",
+    "ingest": "memory node ingest through DDS: rate, loss, query p99, beside a bare subscriber",
+    "fleet": "fleet memory over NATS JetStream: value, propagation, throughput, outages, crashes",
+}
+
+# Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
+NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate",
+         "consolidation", "observer", "waypoint_nav", "markers")
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _available_benchmarks() -> dict[str, str]:
+    return {
+        name: text
+        for name, text in BENCHMARKS.items()
+        if _module_exists(f"glove_ros.benchmarks.{name}")
+    }
+
+
+def _available_nodes() -> list[str]:
+    return [n for n in NODES if _module_exists(f"glove_ros.nodes.{n}_node")]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every installed subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="glove-ros",
+        description=(
+            "glove_ros: memory that stays true to a changing world, for embodied LLM "
+            "agents (GLOVE drift verification, Janus-gated plan memory, dock-time "
+            "consolidation)."
+        ),
+        epilog="Run 'glove-ros SUBCOMMAND --help' for details.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+
+    if _module_exists("glove_ros.cli.demo"):
+        from glove_ros.cli import demo
+
+        p = sub.add_parser("demo", help="run the simulated JetRover drift demo",
+                           description=demo.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        demo.add_arguments(p)
+        p.set_defaults(func=demo.main)
+
+    benches = _available_benchmarks()
+    if benches:
+        p = sub.add_parser("bench", help="run a benchmark (writes JSON under bench/results)")
+        bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+        for name, text in benches.items():
+            mod = importlib.import_module(f"glove_ros.benchmarks.{name}")
+            bp = bsub.add_parser(name, help=text, description=mod.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+            mod.add_arguments(bp)
+            bp.set_defaults(func=mod.main)
+
+    if _module_exists("glove_ros.cli.memory"):
+        from glove_ros.cli import memory as memory_cli
+
+        p = sub.add_parser("memory", help="inspect an experience-memory database",
+                           description=memory_cli.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        memory_cli.add_arguments(p)
+
+    if _module_exists("glove_ros.cli.bags"):
+        from glove_ros.cli import bags
+
+        p = sub.add_parser("bag", help="record, replay and drift-test rosbag2 recordings",
+                           description=bags.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        bags.add_arguments(p)
+        p.set_defaults(func=bags.main)
+
+    nodes = _available_nodes()
+    if nodes:
+        p = sub.add_parser(
+            "node",
+            help="run one ROS 2 node (like 'ros2 run glove_ros NAME_node')",
+            description="Run one glove_ros node in this process. Arguments after the "
+            "name go to ROS, e.g. glove-ros node memory --ros-args --params-file "
+            "config/sim.yaml -r __ns:=/jetrover",
+        )
+        p.add_argument("name", choices=nodes)
+        p.add_argument("ros_args", nargs=argparse.REMAINDER)
+        p.set_defaults(func=_run_node)
+
+    from glove_ros.cli import fleet as fleet_cli
+    from glove_ros.cli import launcher, live
+
+    launcher.add_parser(sub)
+    p = sub.add_parser("fleet", help="fleet memory servers (hub, a robot's leaf) and status",
+                       description=fleet_cli.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    fleet_cli.add_arguments(p)
+    p = sub.add_parser("task", help="give the running robot a task; print feedback and result",
+                       description=live.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    live.add_task_arguments(p)
+    p.set_defaults(func=live.task_main)
+    p = sub.add_parser("watch", help="print what the running robot's memory does, live",
+                       description=live.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    live.add_watch_arguments(p)
+    p.set_defaults(func=live.watch_main)
+
+    if _module_exists("glove_ros.core.world.sdf"):
+        p = sub.add_parser("sdf", help="write the Gazebo SDF world of a world file",
+                           description="Generate an SDF 1.9 world (walls, coloured blocks, "
+                           "waypoint markers) from a glove_ros world file for gz sim.")
+        p.add_argument("world", help="world file or bundled world name")
+        p.add_argument("-o", "--output", help="output .sdf file (default: stdout)")
+        p.add_argument("--episode", type=int, default=0,
+                       help="apply the world's events up to this episode first")
+        p.set_defaults(func=_sdf)
+
+    p = sub.add_parser("doctor", help="check ROS 2, interfaces, models and DDS settings",
+                       description=_doctor.__doc__)
+    p.add_argument("--no-ros", action="store_true",
+                   help="a pip install without ROS: do not require rclpy and the interfaces")
+    p.set_defaults(func=_doctor)
+    return parser
+
+
+def _run_node(args: argparse.Namespace) -> int:
+    mod = importlib.import_module(f"glove_ros.nodes.{args.name}_node")
+    if args.ros_args and args.ros_args[0] in ("-h", "--help"):
+        print((mod.__doc__ or "").strip())
+        print("\nParameters (set with --ros-args -p NAME:=VALUE or --params-file FILE):")
+        for p in getattr(mod, "PARAMS", ()):
+            print(f"  {p.name:<28} {p.default!r:<22} {p.description}")
+        return 0
+    return int(mod.main([sys.argv[0], *args.ros_args]) or 0)
+
+
+def _sdf(args: argparse.Namespace) -> int:
+    from glove_ros.core.world.sdf import world_to_sdf
+    from glove_ros.core.world.worldfile import load_world
+    from glove_ros.paths import resolve_world
+
+    text = world_to_sdf(load_world(resolve_world(args.world)), episode=args.episode)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Print one line per check; exit 1 if a required one fails.
+
+    Required: Python >= 3.10, numpy, PyYAML, tqdm and, unless ``--no-ros``, rclpy with the
+    generated glove_ros interfaces. Every optional backend is checked and named with the
+    pip extra that provides it; a missing optional part is a warning.
+    """
+    from glove_ros.extras import EXTRAS, ROS_HINT, available
+
+    failed = 0
+
+    def check(name: str, ok: bool, detail: str, required: bool = True) -> None:
+        nonlocal failed
+        mark = "ok  " if ok else ("FAIL" if required else "warn")
+        print(f"[{mark}] {name:<30} {detail}")
+        if required and not ok:
+            failed += 1
+
+    check("python >= 3.10", sys.version_info >= (3, 10), sys.version.split()[0])
+    for mod, pip_name in (("numpy", "numpy"), ("yaml", "PyYAML"), ("tqdm", "tqdm")):
+        ok = available(mod)
+        check(f"module {mod}", ok, "importable" if ok else f"missing: pip install {pip_name}")
+    # optional backends, each with the extra that brings it
+    for mod, (extra, what) in EXTRAS.items():
+        if mod == "torch":
+            continue  # reported with ultralytics
+        ok = available(mod)
+        check(f"module {mod} [{extra}]", ok,
+              what if ok else f"missing ({what}): pip install 'glove_ros[{extra}]'",
+              required=False)
+    _check_models(check)
+    if args.no_ros:
+        print("[skip] ROS 2 checks (--no-ros)")
+    else:
+        try:
+            import rclpy  # noqa: F401
+
+            from glove_ros.msg import Transition  # noqa: F401
+
+            check("ROS 2 + interfaces", True, "rclpy and glove_ros.msg import")
+        except Exception as exc:  # any import failure is reported, not raised
+            check("ROS 2 + interfaces", False, f"{exc}: {ROS_HINT} (or --no-ros)")
+        rng = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "")
+        check("discovery range", rng == "LOCALHOST" or os.environ.get("ROS_LOCALHOST_ONLY") == "1",
+              rng or "unset: DDS discovery may leave this machine "
+              "(export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST)", False)
+    from glove_ros.paths import resolve_world
+
+    try:
+        check("bundled worlds", True, str(resolve_world("jetrover_maze").parent))
+    except FileNotFoundError as exc:
+        check("bundled worlds", False, str(exc))
+    print(f"{failed} required check(s) failed" if failed else "all required checks passed")
+    return 1 if failed else 0
+
+
+def _check_models(check: Any) -> None:
+    """The model files of the optional backends (packages installed with --no-deps)."""
+    try:
+        from glove_ros.core.llm.runtime import default_model_path
+
+        path = str(default_model_path())
+        check("GGUF model [llm]", os.path.exists(path), path, False)
+    except Exception as exc:  # package missing: the message says which
+        check("GGUF model [llm]", False, str(exc), False)
+    try:
+        from glove_ros.core.llm.embedding import default_model_path as onnx
+        from glove_ros.core.llm.embedding import default_tokenizer_path
+
+        paths = [str(onnx()), str(default_tokenizer_path())]
+        check("MiniLM embedder [embed]", all(os.path.exists(p) for p in paths),
+              ", ".join(paths), False)
+    except Exception as exc:
+        check("MiniLM embedder [embed]", False, str(exc), False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``glove-ros`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except ModuleNotFoundError as exc:
+        from glove_ros.extras import missing_message
+
+        message = missing_message(exc.name)
+        if message is None:
+            raise
+        print(f"glove-ros: error: {message}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"glove-ros: error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"glove-ros: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""Deciding what to do: the task agent, task parsing, answers from memory, plan memory and
+its planner, plan-memory updaters and the Janus gate.
+
+May import ``core.memory``, ``core.llm`` and ``core.world``.
+"""

@@ -1,0 +1,965 @@
+"""The built-in simulator core: a waypoint-graph robot in a drifting world (no ROS).
+
+:class:`WorldState` is the mutable ground truth of a :class:`~glove_ros.core.world.worldfile.World`:
+where each block is, which corridors are blocked, which nuisances are active. It applies
+the world's scheduled events as episodes begin (:meth:`WorldState.advance`) and as
+simulated time passes.
+
+:class:`Simulator` is the robot in that world, what the simulator node wraps:
+
+* navigation along the map's shortest path, step-wise for action feedback and cancel::
+
+      nav = sim.start_navigation("office")          # a Navigation handle
+      while not nav.done:
+          feedback = sim.advance(0.1)               # NavFeedback: waypoint, metres left
+          if cancel_requested:
+              sim.cancel_navigation()
+      result = nav.result                           # NavResult: outcome, travel_time, ...
+
+  or in one call, ``sim.navigate("office")``. Whether a corridor is blocked is decided
+  when the robot starts along it (an event firing while it is on the corridor does not
+  stop it). Outcomes: ``reached``, ``blocked`` (a
+  blocked corridor: the robot drives up to the blockage and back to the last waypoint it
+  reached), ``unknown_waypoint``, ``unreachable`` (no path in the map, e.g. every route
+  avoided), ``cancelled``, ``battery_empty``. Travel time is distance / speed and does
+  not depend on the step size.
+* odometry (:meth:`Simulator.odometry`) with optional noise; a battery that drains while
+  driving (and slowly while idle) and charges while docked (:meth:`Simulator.dock`);
+* a camera (:meth:`Simulator.render_camera`) that paints the blocks at the current
+  waypoint as shaded boxes on a textured wall and floor, with noise, so real OpenCV
+  perception runs on it. Nuisances are honoured: a missed detection leaves a block out of
+  one frame, a dropout empties whole frames, a shift or pose jitter moves pixels.
+
+Everything random is drawn from generators seeded by ``(seed, stream, counter)``: the same
+seed and the same calls give the same frames, poses and outcomes.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from glove_ros.core.world.worldfile import (
+    BLOCK_COLORS,
+    BlockEdge,
+    DetectionDropout,
+    Event,
+    MissDetections,
+    MoveBlock,
+    NewObstacle,
+    OpenEdge,
+    PoseJitter,
+    ShiftBlock,
+    SwapBlocks,
+    World,
+    edge_key,
+)
+
+__all__ = [
+    "NAV_OUTCOMES",
+    "NavFeedback",
+    "NavResult",
+    "Navigation",
+    "Obstacle",
+    "Placement",
+    "Pose2D",
+    "RenderInfo",
+    "RenderedObject",
+    "SimStatus",
+    "Simulator",
+    "WorldState",
+    "colors_signature",
+]
+
+#: Every outcome a navigation can end with.
+NAV_OUTCOMES = ("reached", "blocked", "unknown_waypoint", "unreachable", "cancelled",
+                "battery_empty")
+
+_OBSTACLE_BGR = (92, 95, 98)  # grey: no colour detector may fire on it
+
+
+def colors_signature(colors: Iterable[str]) -> str:
+    """Outcome signature of a set of colours, e.g. ``"colors=blue,red"``; ``"colors="`` for
+    none. Same format as :func:`glove_ros.core.world.perception.outcome_signature`."""
+    return "colors=" + ",".join(sorted(set(colors)))
+
+
+@dataclass(frozen=True)
+class Pose2D:
+    """A planar pose in the map frame: metres and radians."""
+
+    x: float
+    y: float
+    yaw: float
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a block is now (ground truth)."""
+
+    block_id: str
+    color: str
+    waypoint: str
+    offset: tuple[float, float]
+    size: float
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """A grey box placed by a ``new_obstacle`` nuisance."""
+
+    id: str
+    waypoint: str
+    offset: tuple[float, float]
+    size: float
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+# --------------------------------------------------------------------------- world state
+
+
+class WorldState:
+    """The mutable ground truth of a world: block placements, blocked edges, nuisances.
+
+    Events are applied once, in file order, when :meth:`advance` reaches their trigger.
+    """
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self._episode = -1
+        self._time = 0.0
+        self._placements = {
+            b.id: Placement(b.id, b.color, b.waypoint, tuple(b.offset), b.size)
+            for b in world.blocks
+        }
+        self._blocked = {e.key for e in world.edges if e.blocked}
+        self._obstacles: dict[str, tuple[Obstacle, NewObstacle]] = {}
+        self._dropout_left = 0
+        self._pending = list(world.events)
+        self._applied: list[Event] = []
+        self.advance(episode=0, time=0.0)
+
+    # ------------------------------------------------------------------ events
+
+    @property
+    def episode(self) -> int:
+        """Current episode index (starts at 0)."""
+        return self._episode
+
+    @property
+    def time(self) -> float:
+        """Current simulated time, seconds."""
+        return self._time
+
+    @property
+    def applied_events(self) -> tuple[Event, ...]:
+        """Events applied so far, in the order they took effect."""
+        return tuple(self._applied)
+
+    def advance(self, *, episode: int | None = None, time: float | None = None) -> list[Event]:
+        """Move to ``episode`` and/or ``time`` and apply every event now due.
+
+        Both only move forward (ValueError otherwise). Returns the newly applied events.
+        """
+        if episode is not None:
+            if episode < self._episode:
+                raise ValueError(f"episode {episode} is before the current episode "
+                                 f"{self._episode}; episodes only move forward (build a new "
+                                 "WorldState to replay)")
+            self._episode = episode
+        if time is not None:
+            if time < self._time - 1e-9:
+                raise ValueError(f"time {time} is before the current time {self._time}")
+            self._time = max(self._time, time)
+        fired = []
+        still = []
+        for ev in self._pending:
+            if ev.due(self._episode, self._time):
+                self._apply(ev)
+                fired.append(ev)
+            else:
+                still.append(ev)
+        self._pending = still
+        self._applied.extend(fired)
+        return fired
+
+    def _apply(self, ev: Event) -> None:
+        if isinstance(ev, SwapBlocks):
+            a, b = (self._placements[i] for i in ev.blocks)
+            self._placements[a.block_id] = Placement(a.block_id, a.color, b.waypoint, b.offset,
+                                                     a.size)
+            self._placements[b.block_id] = Placement(b.block_id, b.color, a.waypoint, a.offset,
+                                                     b.size)
+        elif isinstance(ev, MoveBlock):
+            p = self._placements[ev.block]
+            self._placements[ev.block] = Placement(p.block_id, p.color, ev.waypoint,
+                                                   tuple(ev.offset), p.size)
+        elif isinstance(ev, BlockEdge):
+            self._blocked.add(edge_key(*ev.edge))
+        elif isinstance(ev, OpenEdge):
+            self._blocked.discard(edge_key(*ev.edge))
+        elif isinstance(ev, ShiftBlock):
+            p = self._placements[ev.block]
+            off = (p.offset[0] + ev.dx, p.offset[1] + ev.dy)
+            self._placements[ev.block] = Placement(p.block_id, p.color, p.waypoint, off, p.size)
+        elif isinstance(ev, NewObstacle):
+            self._obstacles[ev.id] = (Obstacle(ev.id, ev.waypoint, tuple(ev.offset), ev.size), ev)
+        elif isinstance(ev, DetectionDropout):
+            self._dropout_left += ev.frames
+        # MissDetections and PoseJitter act through the queries below while active.
+
+    # ------------------------------------------------------------------ queries
+
+    def placement(self, block_id: str) -> Placement:
+        """Current placement of ``block_id``."""
+        return self._placements[block_id]
+
+    def placements(self) -> tuple[Placement, ...]:
+        """Every block's current placement, sorted by block id."""
+        return tuple(self._placements[k] for k in sorted(self._placements))
+
+    def blocks_at(self, waypoint: str) -> tuple[Placement, ...]:
+        """Blocks now at ``waypoint``, sorted by id."""
+        return tuple(p for p in self.placements() if p.waypoint == waypoint)
+
+    def colors_at(self, waypoint: str) -> tuple[str, ...]:
+        """Sorted distinct colours now at ``waypoint`` (ground truth, no nuisance)."""
+        return tuple(sorted({p.color for p in self.blocks_at(waypoint)}))
+
+    def expected_signature(self, waypoint: str) -> str:
+        """The outcome signature a perfect detector would report at ``waypoint``."""
+        return colors_signature(self.colors_at(waypoint))
+
+    def is_blocked(self, a: str, b: str) -> bool:
+        """Whether the corridor a-b is blocked now."""
+        return edge_key(a, b) in self._blocked
+
+    @property
+    def blocked_edges(self) -> frozenset[tuple[str, str]]:
+        """Keys of the corridors blocked now."""
+        return frozenset(self._blocked)
+
+    def obstacles_at(self, waypoint: str) -> tuple[Obstacle, ...]:
+        """Active nuisance obstacles at ``waypoint``."""
+        return tuple(o for o, ev in self._obstacles.values()
+                     if o.waypoint == waypoint and ev.active(self._episode, self._time))
+
+    def obstacles(self) -> tuple[Obstacle, ...]:
+        """Every active nuisance obstacle."""
+        return tuple(o for o, ev in self._obstacles.values()
+                     if ev.active(self._episode, self._time))
+
+    def miss_rate(self, block_id: str) -> float:
+        """Probability that ``block_id`` is left out of a frame now (largest active rate)."""
+        rates = [ev.rate for ev in self._applied if isinstance(ev, MissDetections)
+                 and ev.active(self._episode, self._time) and ev.applies_to(block_id)]
+        return max(rates, default=0.0)
+
+    def pose_jitter(self) -> tuple[float, float]:
+        """Active (sigma_xy, sigma_yaw) of pose jitter; (0, 0) when none."""
+        active = [ev for ev in self._applied if isinstance(ev, PoseJitter)
+                  and ev.active(self._episode, self._time)]
+        return (max((e.sigma_xy for e in active), default=0.0),
+                max((e.sigma_yaw for e in active), default=0.0))
+
+    @property
+    def dropout_frames_left(self) -> int:
+        """How many coming frames a detection dropout will still empty."""
+        return self._dropout_left
+
+    def take_dropout_frame(self) -> bool:
+        """Consume one dropout frame; True if the frame being rendered must be empty."""
+        if self._dropout_left > 0:
+            self._dropout_left -= 1
+            return True
+        return False
+
+    def object_position(self, waypoint: str, offset: tuple[float, float]) -> tuple[float, float]:
+        """Map-frame (x, y) of a point at ``offset`` (forward, left) from a waypoint pose."""
+        w = self.world.waypoint(waypoint)
+        c, s = math.cos(w.yaw), math.sin(w.yaw)
+        return (w.x + c * offset[0] - s * offset[1], w.y + s * offset[0] + c * offset[1])
+
+    def block_position(self, block_id: str) -> tuple[float, float]:
+        """Map-frame (x, y) of the centre of ``block_id``."""
+        p = self._placements[block_id]
+        return self.object_position(p.waypoint, p.offset)
+
+
+# --------------------------------------------------------------------------- navigation
+
+
+@dataclass(frozen=True)
+class NavFeedback:
+    """Progress of a navigation (the action feedback)."""
+
+    current_waypoint: str  # last waypoint reached
+    distance_remaining: float  # metres along the planned route (or back, when returning)
+    distance_travelled: float
+    elapsed: float  # seconds of driving so far
+    pose: Pose2D
+
+
+@dataclass(frozen=True)
+class NavResult:
+    """How a navigation ended (the action result)."""
+
+    target: str
+    reached: bool
+    outcome: str  # one of NAV_OUTCOMES
+    final_waypoint: str  # where the robot ended up; "" if stranded between waypoints
+    travel_time: float  # seconds: distance / speed
+    distance: float  # metres driven
+    path: tuple[str, ...] = ()  # planned route, start first
+    visited: tuple[str, ...] = ()  # waypoints reached in order, start first
+    blocked_edge: tuple[str, str] | None = None  # the corridor found blocked
+
+
+class Navigation:
+    """Handle of one navigation started by :meth:`Simulator.start_navigation`."""
+
+    def __init__(self, target: str, path: list[str], start: str) -> None:
+        self.target = target
+        self.path = tuple(path)
+        self.result: NavResult | None = None
+        self.feedback: NavFeedback | None = None
+        # internal progress
+        self._leg = 0  # index in path of the waypoint the current segment starts from
+        self._phase = "drive"  # drive | approach_block | return
+        self._s = 0.0  # metres done on the current segment
+        self._seg_len = 0.0
+        self._seg_from = (0.0, 0.0)
+        self._seg_to = (0.0, 0.0)
+        self._blocked_edge: tuple[str, str] | None = None
+        self._distance = 0.0
+        self._visited = [start]
+        self._seg_ready = False
+
+    @property
+    def done(self) -> bool:
+        """True once :attr:`result` is set."""
+        return self.result is not None
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@dataclass(frozen=True)
+class RenderedObject:
+    """One object painted in a frame, with its bounding box in pixels."""
+
+    id: str
+    kind: str  # "block" | "obstacle"
+    color: str  # colour name for blocks, "grey" for obstacles
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class RenderInfo:
+    """Ground truth of the last rendered frame (what was painted, what a nuisance hid)."""
+
+    frame_index: int
+    waypoint: str  # "" between waypoints
+    pose: Pose2D
+    objects: tuple[RenderedObject, ...]
+    missed: tuple[str, ...]  # block ids left out by a miss_detections nuisance
+    dropout: bool  # the whole frame was emptied by a detection dropout
+
+    @property
+    def colors(self) -> tuple[str, ...]:
+        """Sorted distinct colours of the blocks painted."""
+        return tuple(sorted({o.color for o in self.objects if o.kind == "block"}))
+
+
+@dataclass(frozen=True)
+class SimStatus:
+    """A snapshot of the robot for status topics and logs."""
+
+    time: float
+    episode: int
+    waypoint: str  # "" between waypoints
+    last_waypoint: str
+    pose: Pose2D
+    battery: float
+    docked: bool
+    charging: bool
+    navigating: bool
+
+
+# --------------------------------------------------------------------------- simulator
+
+
+class Simulator:
+    """A robot on the world's waypoint graph; see the module docstring for the API tour.
+
+    Args:
+        world: a validated world.
+        seed: noise seed; defaults to ``world.seed``.
+        start: starting waypoint; defaults to ``world.start_waypoint``.
+    """
+
+    def __init__(self, world: World, *, seed: int | None = None, start: str | None = None):
+        self.world = world
+        self.seed = world.seed if seed is None else int(seed)
+        self.state = WorldState(world)
+        start = world.start_waypoint if start is None else start
+        world.waypoint(start)
+        self._time = 0.0
+        self._at: str | None = start
+        self._last = start
+        w = world.waypoint(start)
+        self._pose = Pose2D(w.x, w.y, w.yaw)
+        self.battery = world.robot.battery_initial
+        self.docked = False
+        self.navigation: Navigation | None = None
+        self.last_render: RenderInfo | None = None
+        self._frame = 0
+        self._odom_rng = np.random.default_rng([self.seed, 4])
+        self._arrival_rng = np.random.default_rng([self.seed, 3])
+        self._bg_cache: dict[tuple[str, str, int, int], np.ndarray] = {}
+
+    # ------------------------------------------------------------------ basic state
+
+    @property
+    def time(self) -> float:
+        """Simulated time, seconds."""
+        return self._time
+
+    @property
+    def episode(self) -> int:
+        """Current episode index."""
+        return self.state.episode
+
+    @property
+    def pose(self) -> Pose2D:
+        """True pose (what odometry reports without noise)."""
+        return self._pose
+
+    @property
+    def at_waypoint(self) -> str | None:
+        """The waypoint the robot stands at; None while driving or stranded."""
+        return self._at
+
+    @property
+    def last_waypoint(self) -> str:
+        """The last waypoint the robot reached."""
+        return self._last
+
+    @property
+    def navigating(self) -> bool:
+        """Whether a navigation is in progress."""
+        return self.navigation is not None and not self.navigation.done
+
+    @property
+    def charging(self) -> bool:
+        """Docked and not yet full."""
+        return self.docked and self.battery < 1.0
+
+    def status(self) -> SimStatus:
+        """A snapshot of time, place, battery and docking state."""
+        return SimStatus(self._time, self.episode, self._at or "", self._last, self._pose,
+                         self.battery, self.docked, self.charging, self.navigating)
+
+    def begin_episode(self, episode: int) -> list[Event]:
+        """Start episode ``episode`` (non-decreasing); returns the events it triggered."""
+        return self.state.advance(episode=episode)
+
+    # ------------------------------------------------------------------ restart safety
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a restarted simulator needs to continue this world (JSON-serialisable).
+
+        A navigation in progress is not kept: a restored robot stands at the last waypoint it
+        reached (the driver died; the navigation has no result).
+        """
+        return {"world": self.world.name, "seed": self.seed, "episode": self.episode,
+                "time": self._time, "last_waypoint": self._last, "battery": self.battery,
+                "docked": self.docked, "events_applied": len(self.state.applied_events)}
+
+    def restore(self, snap: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot`: same world events applied, robot at its waypoint.
+
+        ``ValueError`` for a snapshot of another world, of a simulator that already moved on,
+        or whose world events do not replay to the same count (then do not use this one).
+        """
+        if snap.get("world") != self.world.name:
+            raise ValueError(f"state is of world {snap.get('world')!r}, not "
+                             f"{self.world.name!r}")
+        episode, when = int(snap["episode"]), float(snap["time"])
+        waypoint, battery = str(snap["last_waypoint"]), float(snap["battery"])
+        if episode < self.episode or when < self._time:
+            raise ValueError("restore() needs a simulator that has not moved on yet")
+        self.world.waypoint(waypoint)
+        if not 0.0 <= battery <= 1.0:
+            raise ValueError(f"state battery {battery} is not in 0..1")
+        self.state.advance(episode=episode, time=when)
+        self._time = when
+        self.teleport(waypoint, battery=battery)
+        self.docked = bool(snap.get("docked", False)) and waypoint == self.world.dock
+        applied = len(self.state.applied_events)
+        if applied != int(snap.get("events_applied", applied)):
+            raise ValueError(f"state says {snap['events_applied']} world events were applied; "
+                             f"replaying its episode and time applies {applied}")
+
+    def visible_colors(self) -> tuple[str, ...]:
+        """Ground-truth colours at the current waypoint (no nuisance); () between."""
+        return self.state.colors_at(self._at) if self._at else ()
+
+    def teleport(self, waypoint: str, *, battery: float | None = None) -> None:
+        """Put the robot at ``waypoint`` at once (a reset for tests and benchmarks; a person
+        carrying the robot). Cancels any navigation without a result."""
+        w = self.world.waypoint(waypoint)
+        self.navigation = None
+        self._at = self._last = waypoint
+        self._pose = Pose2D(w.x, w.y, w.yaw)
+        self.docked = False
+        if battery is not None:
+            if not 0.0 <= battery <= 1.0:
+                raise ValueError(f"battery must be in 0..1, got {battery}")
+            self.battery = battery
+
+    # ------------------------------------------------------------------ docking
+
+    def dock(self) -> bool:
+        """Dock (start charging). Only possible standing at the dock waypoint while not
+        navigating; returns whether the robot is docked."""
+        if self.navigating or self._at != self.world.dock:
+            return False
+        self.docked = True
+        return True
+
+    def undock(self) -> None:
+        """Leave the dock (navigation does this by itself)."""
+        self.docked = False
+
+    # ------------------------------------------------------------------ odometry
+
+    def odometry(self) -> Pose2D:
+        """The pose odometry reports: true pose plus noise (robot.odom_sigma_* and any
+        active pose_jitter nuisance)."""
+        jx, jyaw = self.state.pose_jitter()
+        sxy = math.hypot(self.world.robot.odom_sigma_xy, jx)
+        syaw = math.hypot(self.world.robot.odom_sigma_yaw, jyaw)
+        if sxy == 0 and syaw == 0:
+            return self._pose
+        n = self._odom_rng.standard_normal(3)
+        return Pose2D(float(self._pose.x + sxy * n[0]), float(self._pose.y + sxy * n[1]),
+                      _wrap(float(self._pose.yaw + syaw * n[2])))
+
+    # ------------------------------------------------------------------ navigation
+
+    def start_navigation(self, target: str, *,
+                         avoid_edges: Iterable[tuple[str, str]] = ()) -> Navigation:
+        """Plan the shortest route to ``target`` over the map and start driving.
+
+        ``avoid_edges`` are corridors to plan around (e.g. ones memory believes blocked).
+        Returns a :class:`Navigation`; it is already done for ``unknown_waypoint``,
+        ``unreachable``, ``battery_empty`` and for a target the robot is standing at.
+        Drive it with :meth:`advance`. RuntimeError if a navigation is in progress.
+        """
+        if self.navigating:
+            raise RuntimeError("a navigation is already in progress; cancel it first")
+        start = self._at or self._last
+        nav = Navigation(target, [], start)
+        self.navigation = nav
+        if not self.world.has_waypoint(target):
+            return self._finish(nav, "unknown_waypoint")
+        if self._at is None or self.battery <= 0.0:
+            return self._finish(nav, "battery_empty")
+        path = self.world.shortest_path(start, target, avoid_edges=avoid_edges)
+        if path is None:
+            return self._finish(nav, "unreachable")
+        nav.path = tuple(path)
+        self.undock()
+        if len(path) == 1:
+            self._stop_at(target, final=True)
+            return self._finish(nav, "reached")
+        nav.feedback = self._feedback(nav)
+        return nav
+
+    def advance(self, dt: float) -> NavFeedback | None:
+        """Let ``dt`` seconds of simulated time pass: drive the current navigation, drain
+        or charge the battery, and apply time-triggered events. Returns the navigation's
+        feedback (None when no navigation is in progress)."""
+        if not (dt >= 0 and math.isfinite(dt)):
+            raise ValueError(f"dt must be a finite number >= 0, got {dt}")
+        self.state.advance(time=self._time)
+        nav = self.navigation if self.navigating else None
+        robot = self.world.robot
+        if nav is not None:
+            self._drive(nav, robot.speed * dt)
+        if self.docked:
+            self.battery = min(1.0, self.battery + robot.charge_per_s * dt)
+        else:
+            self.battery = max(0.0, self.battery - robot.drain_per_s * dt)
+        self._time += dt
+        self.state.advance(time=self._time)
+        if nav is None:
+            return None
+        if not nav.done:
+            nav.feedback = self._feedback(nav)
+        return nav.feedback
+
+    def cancel_navigation(self) -> NavResult | None:
+        """Stop the current navigation at once. A robot between waypoints goes back to the
+        last waypoint it reached (that distance and time are added). Returns the result,
+        or None if nothing was in progress."""
+        nav = self.navigation
+        if nav is None or nav.done:
+            return None
+        back = 0.0
+        if nav._seg_ready:
+            back = nav._s if nav._phase in ("drive", "approach_block") else nav._seg_len - nav._s
+        if back > 0:
+            self._consume(nav, back)
+            self._time += back / self.world.robot.speed
+            self.state.advance(time=self._time)
+        self._stop_at(nav.path[nav._leg] if nav.path else self._last, final=True)
+        return self._finish(nav, "cancelled").result
+
+    def navigate(self, target: str, *, avoid_edges: Iterable[tuple[str, str]] = (),
+                 dt: float = 0.1) -> NavResult:
+        """Drive to ``target`` until the navigation ends; returns its result."""
+        if dt <= 0:
+            raise ValueError(f"dt must be > 0, got {dt}")
+        nav = self.start_navigation(target, avoid_edges=avoid_edges)
+        while not nav.done:
+            self.advance(dt)
+        assert nav.result is not None
+        return nav.result
+
+    def wait(self, seconds: float) -> None:
+        """Let time pass without driving (charging when docked)."""
+        self.advance(seconds)
+
+    # ------------------------------------------------------------------ internals
+
+    def _edge_len(self, a: str, b: str) -> float:
+        e = self.world.edge(a, b)
+        assert e is not None
+        return e.length
+
+    def _setup_segment(self, nav: Navigation) -> None:
+        """Start the edge path[leg] -> path[leg+1]; find out whether it is blocked."""
+        u, v = nav.path[nav._leg], nav.path[nav._leg + 1]
+        wu, wv = self.world.waypoint(u), self.world.waypoint(v)
+        length = self._edge_len(u, v)
+        nav._s = 0.0
+        nav._seg_from = (wu.x, wu.y)
+        if self.state.is_blocked(u, v):
+            f = self.world.robot.blocked_stop_fraction
+            nav._phase = "approach_block"
+            nav._seg_len = f * length
+            nav._seg_to = (wu.x + f * (wv.x - wu.x), wu.y + f * (wv.y - wu.y))
+            nav._blocked_edge = (u, v)
+        else:
+            nav._phase = "drive"
+            nav._seg_len = length
+            nav._seg_to = (wv.x, wv.y)
+        nav._seg_ready = True
+        self._at = None
+
+    def _consume(self, nav: Navigation, metres: float) -> None:
+        nav._distance += metres
+        self.battery = max(0.0, self.battery - self.world.robot.drain_per_m * metres)
+
+    def _drive(self, nav: Navigation, budget: float) -> None:
+        while budget > 1e-12 and not nav.done:
+            if not nav._seg_ready:
+                self._setup_segment(nav)
+            left = nav._seg_len - nav._s
+            step = min(budget, left)
+            # battery: how far can we go?
+            drain = self.world.robot.drain_per_m
+            if drain > 0 and self.battery - drain * step <= 0:
+                step = self.battery / drain
+                self._consume(nav, step)
+                nav._s += step
+                self._set_pose_on_segment(nav)
+                self.battery = 0.0
+                self._at = None
+                self._finish(nav, "battery_empty")
+                return
+            self._consume(nav, step)
+            nav._s += step
+            budget -= step
+            self._set_pose_on_segment(nav)
+            if nav._s < nav._seg_len - 1e-12:
+                continue
+            # segment complete
+            nav._seg_ready = False
+            if nav._phase == "drive":
+                nav._leg += 1
+                reached = nav.path[nav._leg]
+                nav._visited.append(reached)
+                final = nav._leg == len(nav.path) - 1
+                self._stop_at(reached, final=final)
+                if final:
+                    self._finish(nav, "reached")
+            elif nav._phase == "approach_block":
+                # hit the blockage: turn round, drive back to path[leg]
+                nav._phase = "return"
+                nav._seg_from, nav._seg_to = nav._seg_to, nav._seg_from
+                nav._s = 0.0
+                nav._seg_ready = True
+            else:  # returned
+                back_to = nav.path[nav._leg]
+                nav._visited.append(back_to)
+                self._stop_at(back_to, final=True)
+                self._finish(nav, "blocked")
+
+    def _set_pose_on_segment(self, nav: Navigation) -> None:
+        (x0, y0), (x1, y1) = nav._seg_from, nav._seg_to
+        f = 0.0 if nav._seg_len <= 0 else min(1.0, nav._s / nav._seg_len)
+        yaw = math.atan2(y1 - y0, x1 - x0) if (x1, y1) != (x0, y0) else self._pose.yaw
+        self._pose = Pose2D(x0 + f * (x1 - x0), y0 + f * (y1 - y0), yaw)
+
+    def _stop_at(self, waypoint: str, *, final: bool) -> None:
+        """Arrive at ``waypoint``; at the end of a navigation turn to its yaw (+ jitter)."""
+        w = self.world.waypoint(waypoint)
+        self._at = self._last = waypoint
+        if not final:
+            self._pose = Pose2D(w.x, w.y, self._pose.yaw)
+            return
+        sxy, syaw = self.state.pose_jitter()
+        n = self._arrival_rng.standard_normal(3) if (sxy or syaw) else np.zeros(3)
+        self._pose = Pose2D(float(w.x + sxy * n[0]), float(w.y + sxy * n[1]),
+                            _wrap(float(w.yaw + syaw * n[2])))
+
+    def _remaining(self, nav: Navigation) -> float:
+        if not nav.path:
+            return 0.0
+        if not nav._seg_ready:
+            rest = nav.path[nav._leg:]
+            return self.world.path_length(rest) if len(rest) > 1 else 0.0
+        if nav._phase == "return":
+            return nav._seg_len - nav._s
+        rest = nav.path[nav._leg + 1:]
+        after = self.world.path_length(rest) if len(rest) > 1 else 0.0
+        u, v = nav.path[nav._leg], nav.path[nav._leg + 1]
+        return self._edge_len(u, v) - nav._s + after
+
+    def _feedback(self, nav: Navigation) -> NavFeedback:
+        return NavFeedback(self._last, self._remaining(nav), nav._distance,
+                           nav._distance / self.world.robot.speed, self._pose)
+
+    def _finish(self, nav: Navigation, outcome: str) -> Navigation:
+        final = self._at or ""
+        nav.result = NavResult(
+            target=nav.target,
+            reached=outcome == "reached",
+            outcome=outcome,
+            final_waypoint=final,
+            travel_time=nav._distance / self.world.robot.speed,
+            distance=nav._distance,
+            path=nav.path,
+            visited=tuple(nav._visited),
+            blocked_edge=nav._blocked_edge if outcome == "blocked" else None,
+        )
+        nav.feedback = NavFeedback(self._last, 0.0, nav._distance, nav.result.travel_time,
+                                   self._pose)
+        return nav
+
+    # ------------------------------------------------------------------ camera
+
+    def render_camera(self, width: int = 640, height: int = 480, *,
+                      noise_key: Sequence[int] | None = None) -> np.ndarray:
+        """Render the camera frame at the current pose: ``(height, width, 3)`` uint8 BGR.
+
+        Blocks at the current waypoint are painted as shaded boxes (their colours from
+        :data:`~glove_ros.core.world.worldfile.BLOCK_COLORS`), nuisance obstacles as grey boxes, on
+        a wall (plain or corrugated cardboard) and a tiled floor, with per-frame lighting
+        and Gaussian noise. Between waypoints only the background is seen. What was
+        painted (and hidden by nuisance) is in :attr:`last_render`.
+
+        The frame's randomness (missed detections, lighting, noise) is drawn from the
+        running frame counter, or, given ``noise_key`` (non-negative ints), from
+        ``(seed, noise_key)``: the same key gives the same draws whatever was rendered
+        before (common random numbers for runs compared side by side).
+        """
+        import cv2  # lazy: only the camera needs OpenCV
+
+        if width < 32 or height < 24:
+            raise ValueError(f"frame too small: {width}x{height} (min 32x24)")
+        index = self._frame
+        self._frame += 1
+        rng = np.random.default_rng([self.seed, 1, index] if noise_key is None
+                                    else [self.seed, 2, *noise_key])
+        wp = self._at
+        style = self.world.waypoint(wp).wall if wp else "plain"
+        img = self._background(style, wp or "", width, height).copy()
+        cam = self.world.camera
+        fx = (width / 2) / math.tan(math.radians(cam.hfov_deg) / 2)
+        cx, cy = width / 2, height / 2
+
+        dropout = self.state.take_dropout_frame()
+        objects: list[tuple[float, str, str, str, tuple[int, int, int], float, float, float]] = []
+        missed: list[str] = []
+        if wp is not None:
+            for p in self.state.blocks_at(wp):
+                draw = rng.random()  # drawn for every block: frames stay reproducible
+                if dropout:
+                    continue
+                if draw < self.state.miss_rate(p.block_id):
+                    missed.append(p.block_id)
+                    continue
+                X, Y = self._to_camera(self.state.object_position(p.waypoint, p.offset))
+                objects.append((X, p.block_id, "block", p.color, BLOCK_COLORS[p.color], Y,
+                                p.size, p.size))
+            if not dropout:
+                for o in self.state.obstacles_at(wp):
+                    X, Y = self._to_camera(self.state.object_position(o.waypoint, o.offset))
+                    objects.append((X, o.id, "obstacle", "grey", _OBSTACLE_BGR, Y, o.size,
+                                    o.size * 0.8))
+        painted = []
+        for X, oid, kind, cname, bgr, Y, size, tall in sorted(objects, reverse=True):
+            box = _draw_box(cv2, img, X, Y, size, tall, bgr, fx, cx, cy, cam.height)
+            if box is not None:
+                painted.append(RenderedObject(oid, kind, cname, *box))
+
+        gain = rng.uniform(0.9, 1.08) * (0.3 if dropout else 1.0)
+        img *= gain
+        if cam.noise_sigma > 0:
+            img += rng.standard_normal(img.shape, dtype=np.float32) * np.float32(cam.noise_sigma)
+        frame = np.clip(img, 0, 255).astype(np.uint8)
+        self.last_render = RenderInfo(index, wp or "", self._pose, tuple(painted),
+                                      tuple(missed), dropout)
+        return frame
+
+    def _to_camera(self, xy: tuple[float, float]) -> tuple[float, float]:
+        """Map point -> (forward, left) in the camera frame at the true pose."""
+        dx, dy = xy[0] - self._pose.x, xy[1] - self._pose.y
+        c, s = math.cos(self._pose.yaw), math.sin(self._pose.yaw)
+        return (c * dx + s * dy, -s * dx + c * dy)
+
+    def _background(self, style: str, waypoint: str, width: int, height: int) -> np.ndarray:
+        key = (style, waypoint, width, height)
+        bg = self._bg_cache.get(key)
+        if bg is None:
+            bg = _make_background(style, width, height, self.world.camera,
+                                  np.random.default_rng([self.seed, 2, zlib.crc32(
+                                      waypoint.encode())]))
+            if len(self._bg_cache) > 64:
+                self._bg_cache.clear()
+            self._bg_cache[key] = bg
+        return bg
+
+
+def _lowfreq(rng: np.random.Generator, width: int, height: int, cell: int) -> np.ndarray:
+    import cv2
+
+    small = rng.standard_normal((max(2, height // cell), max(2, width // cell))).astype(np.float32)
+    return cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC)
+
+
+def _make_background(style: str, width: int, height: int, cam, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """Wall above the floor line, tiled floor below, vignetting; float32 BGR."""
+    import cv2
+
+    fx = (width / 2) / math.tan(math.radians(cam.hfov_deg) / 2)
+    cx, cy = width / 2, height / 2
+    v_wall = int(round(cy + fx * cam.height / cam.wall_distance))
+    v_wall = min(max(v_wall, 1), height - 1)
+    img = np.empty((height, width, 3), np.float32)
+
+    # wall
+    cols = np.arange(width, dtype=np.float32)
+    if style == "cardboard":
+        base = np.array((140, 165, 190), np.float32)
+        corrugation = 7.0 * np.sin(cols * (2 * np.pi / max(6.0, width / 55.0)))
+        bumps = 10.0 * _lowfreq(rng, width, v_wall, 24)
+        shade = corrugation[None, :] + bumps
+    else:
+        base = np.array((196, 201, 206), np.float32)
+        shade = 5.0 * _lowfreq(rng, width, v_wall, 40)
+    img[:v_wall] = base[None, None, :] + shade[:, :, None]
+    if style == "cardboard":  # packing-tape seams
+        for u in rng.integers(0, width, size=2):
+            img[:v_wall, max(0, u - 2):u + 2] *= 0.85
+    # skirting board
+    sk = max(2, height // 80)
+    img[max(0, v_wall - sk):v_wall] = (170, 172, 175)
+
+    # floor with perspective tiles
+    floor = np.array((105, 110, 116), np.float32)
+    img[v_wall:] = floor + 4.0 * _lowfreq(rng, width, height - v_wall, 32)[:, :, None]
+    line = (88, 92, 97)
+    tile = 0.3
+    depth = tile
+    while depth < cam.wall_distance:
+        v = int(round(cy + fx * cam.height / depth))
+        if v_wall < v < height:
+            cv2.line(img, (0, v), (width - 1, v), line, 1)
+        depth += tile
+    for k in range(-12, 13):
+        lateral = k * tile + tile / 2
+        near = 0.2
+        p0 = (int(round(cx - fx * lateral / near)), int(round(cy + fx * cam.height / near)))
+        p1 = (int(round(cx - fx * lateral / cam.wall_distance)), v_wall)
+        cv2.line(img, p0, p1, line, 1)
+
+    # vignetting
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    r2 = ((xx - cx) / cx) ** 2 + ((yy - cy) / cy) ** 2
+    img *= (1.0 - 0.12 * r2)[:, :, None]
+    return img
+
+
+def _draw_box(cv2, img: np.ndarray, X: float, Y: float, size: float, tall: float,
+              bgr: tuple[int, int, int], fx: float, cx: float, cy: float, cam_h: float
+              ) -> tuple[int, int, int, int] | None:
+    """Paint a box of footprint ``size`` and height ``tall`` centred at camera (X fwd, Y left).
+
+    Returns the clipped pixel bounding box (x, y, w, h) or None if nothing is visible.
+    """
+    h, w = img.shape[:2]
+    xf, xb = X - size / 2, X + size / 2
+    if xf < 0.08:
+        return None
+    ul = cx - fx * (Y + size / 2) / xf
+    ur = cx - fx * (Y - size / 2) / xf
+    v_bot = cy + fx * cam_h / xf
+    v_top = cy + fx * (cam_h - tall) / xf
+    color = np.array(bgr, np.float32)
+    pts = []
+    # contact shadow on the floor
+    shadow = np.array([[ul - 2, v_bot - 1], [ur + 2, v_bot - 1], [ur + 5, v_bot + 4],
+                       [ul - 5, v_bot + 4]], np.float64)
+    cv2.fillConvexPoly(img, np.round(shadow).astype(np.int32), (70, 72, 75), cv2.LINE_AA)
+    front = np.array([[ul, v_top], [ur, v_top], [ur, v_bot], [ul, v_bot]])
+    pts.append(front)
+    if tall < cam_h:  # the top face is visible from above
+        ulb = cx - fx * (Y + size / 2) / xb
+        urb = cx - fx * (Y - size / 2) / xb
+        v_top_b = cy + fx * (cam_h - tall) / xb
+        top = np.array([[ul, v_top], [ur, v_top], [urb, v_top_b], [ulb, v_top_b]])
+        top_color = color * 0.8 + 255 * 0.2
+        cv2.fillConvexPoly(img, np.round(top).astype(np.int32),
+                           tuple(float(c) for c in top_color), cv2.LINE_AA)
+        pts.append(top)
+    front_color = color * 0.9
+    cv2.fillConvexPoly(img, np.round(front).astype(np.int32),
+                       tuple(float(c) for c in front_color), cv2.LINE_AA)
+    # a slightly darker edge between the faces
+    cv2.line(img, (int(round(ul)), int(round(v_top))), (int(round(ur)), int(round(v_top))),
+             tuple(float(c) for c in color * 0.75), 1, cv2.LINE_AA)
+    allp = np.concatenate(pts)
+    x0 = max(0, int(math.floor(allp[:, 0].min())))
+    x1 = min(w, int(math.ceil(allp[:, 0].max())))
+    y0 = max(0, int(math.floor(allp[:, 1].min())))
+    y1 = min(h, int(math.ceil(allp[:, 1].max())))
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return (x0, y0, x1 - x0, y1 - y0)

@@ -1,0 +1,371 @@
+"""The simulator core: world state and events, navigation, battery, odometry, camera."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from glove_ros.core.world.sim import NAV_OUTCOMES, Simulator, WorldState
+from glove_ros.core.world.worldfile import World, load_world
+
+
+def line_world(**robot) -> World:
+    """dock - a - b - c in a line, 1 m apart, and a shortcut a-c that starts blocked."""
+    return World.from_dict({
+        "name": "line",
+        "dock": "dock",
+        "robot": {"speed": 0.5, **robot},
+        "waypoints": [
+            {"id": "dock", "x": 0, "y": 0}, {"id": "a", "x": 1, "y": 0},
+            {"id": "b", "x": 2, "y": 0}, {"id": "c", "x": 3, "y": 0},
+        ],
+        "edges": [["dock", "a"], ["a", "b"], ["b", "c"],
+                  {"a": "a", "b": "c", "length": 1.5, "blocked": True}],
+        "blocks": [{"id": "red_block", "color": "red", "waypoint": "c"}],
+        "events": [{"time": 30.0, "type": "open_edge", "edge": ["a", "c"]}],
+    })
+
+
+# ---------------------------------------------------------------- world state
+
+
+def test_swap_applies_at_its_episode():
+    state = WorldState(load_world("small"))
+    assert state.colors_at("room_a") == ("red",)
+    assert state.expected_signature("room_b") == "colors=blue"
+    assert state.advance(episode=2) == []
+    fired = state.advance(episode=3)
+    assert [e.type for e in fired] == ["swap_blocks"]
+    assert state.colors_at("room_a") == ("blue",)
+    assert state.colors_at("room_b") == ("red",)
+    assert state.advance(episode=10) == []  # applied once
+    assert len(state.applied_events) == 1
+
+
+def test_episodes_and_time_only_move_forward():
+    state = WorldState(load_world("small"))
+    state.advance(episode=4)
+    with pytest.raises(ValueError, match="only move forward"):
+        state.advance(episode=2)
+    state.advance(time=5.0)
+    with pytest.raises(ValueError, match="before the current time"):
+        state.advance(time=1.0)
+
+
+def test_block_then_open_edge():
+    state = WorldState(load_world("corridor_blocked"))
+    assert not state.is_blocked("hall", "goal")
+    state.advance(episode=5)
+    assert state.is_blocked("goal", "hall")
+    assert state.blocked_edges == {("goal", "hall")}
+    state.advance(episode=15)
+    assert not state.is_blocked("hall", "goal")
+
+
+def test_nuisance_windows():
+    state = WorldState(load_world("nuisance_only"))
+    assert state.pose_jitter() == (0.02, 0.03)
+    assert state.miss_rate("red_block") == 0.0
+    state.advance(episode=2)
+    assert state.miss_rate("red_block") == pytest.approx(0.1)
+    before = state.block_position("red_block")
+    state.advance(episode=4)
+    after = state.block_position("red_block")
+    assert 0.0 < math.dist(before, after) <= 0.15  # shifted a few centimetres
+    assert state.placement("red_block").waypoint == "room_a"
+    assert state.obstacles() == ()
+    state.advance(episode=8)
+    assert [o.id for o in state.obstacles_at("hall")] == ["crate_1"]
+    assert state.dropout_frames_left == 2
+    assert state.take_dropout_frame() and state.take_dropout_frame()
+    assert not state.take_dropout_frame()
+    state.advance(episode=100)
+    assert state.miss_rate("red_block") == 0.0 and state.pose_jitter() == (0.0, 0.0)
+
+
+# ---------------------------------------------------------------- navigation
+
+
+def test_navigate_reaches_with_travel_time_from_length_and_speed():
+    w = load_world("jetrover_maze")
+    sim = Simulator(w)
+    res = sim.navigate("office")
+    assert res.reached and res.outcome == "reached"
+    assert res.final_waypoint == "office" == sim.at_waypoint
+    assert res.path == tuple(w.shortest_path("dock", "office"))
+    assert res.visited == res.path
+    assert res.distance == pytest.approx(6.0)
+    assert res.travel_time == pytest.approx(6.0 / w.robot.speed)
+    assert sim.time >= res.travel_time
+
+
+def test_travel_time_does_not_depend_on_step_size():
+    r1 = Simulator(load_world("jetrover_maze")).navigate("lounge", dt=0.05)
+    r2 = Simulator(load_world("jetrover_maze")).navigate("lounge", dt=0.7)
+    assert r1.travel_time == pytest.approx(r2.travel_time)
+    assert r1.path == r2.path
+
+
+def test_unknown_waypoint_and_same_waypoint():
+    sim = Simulator(load_world("small"))
+    res = sim.navigate("kitchen")
+    assert res.outcome == "unknown_waypoint" and not res.reached
+    assert res.final_waypoint == "dock" and res.travel_time == 0
+    res = sim.navigate("dock")
+    assert res.outcome == "reached" and res.travel_time == 0
+
+
+def test_blocked_corridor_returns_to_last_waypoint():
+    w = load_world("corridor_blocked")
+    sim = Simulator(w)
+    sim.begin_episode(5)
+    res = sim.navigate("goal")
+    assert res.outcome == "blocked" and not res.reached
+    assert res.final_waypoint == "hall" == sim.at_waypoint
+    assert set(res.blocked_edge) == {"hall", "goal"}
+    f = w.robot.blocked_stop_fraction
+    expected = 1.5 + 2 * f * 2.0  # dock->hall, then up to the blockage and back
+    assert res.distance == pytest.approx(expected)
+    assert res.travel_time == pytest.approx(expected / w.robot.speed)
+    assert res.visited == ("dock", "hall", "hall")
+    assert sim.pose.x == pytest.approx(0.0) and sim.pose.y == pytest.approx(1.5)
+
+
+def test_avoiding_a_blocked_corridor_takes_the_detour():
+    sim = Simulator(load_world("corridor_blocked"))
+    sim.begin_episode(5)
+    res = sim.navigate("goal", avoid_edges=[("hall", "goal")])
+    assert res.reached and "far" in res.path and "hall" not in res.path
+
+
+def test_reopened_corridor_is_passable_again():
+    sim = Simulator(load_world("corridor_blocked"))
+    sim.begin_episode(5)
+    assert sim.navigate("goal").outcome == "blocked"
+    sim.begin_episode(15)
+    res = sim.navigate("goal")
+    assert res.reached and res.path == ("hall", "goal")
+
+
+def test_initially_blocked_edge_and_time_triggered_open():
+    sim = Simulator(line_world())
+    res = sim.navigate("c")  # plans the 1.5 m shortcut a-c, which starts blocked
+    assert res.outcome == "blocked" and res.final_waypoint == "a"
+    sim.wait(40.0)  # the open_edge event fires at t=30 s
+    assert not sim.state.is_blocked("a", "c")
+    assert sim.navigate("c").path == ("a", "c")
+
+
+def test_unreachable_when_every_route_is_avoided():
+    sim = Simulator(load_world("small"))
+    res = sim.navigate("room_a", avoid_edges=[("hall", "dock")])
+    assert res.outcome == "unreachable" and res.final_waypoint == "dock"
+
+
+def test_feedback_and_cancel():
+    sim = Simulator(load_world("jetrover_maze"))
+    nav = sim.start_navigation("office")
+    assert sim.navigating and not nav.done
+    with pytest.raises(RuntimeError, match="already in progress"):
+        sim.start_navigation("hall")
+    remaining = []
+    waypoints = []
+    for _ in range(12):  # 1.2 s at 0.3 m/s: 0.36 m, inside the first corridor
+        fb = sim.advance(0.1)
+        remaining.append(fb.distance_remaining)
+        waypoints.append(fb.current_waypoint)
+    assert remaining == sorted(remaining, reverse=True)
+    assert remaining[-1] == pytest.approx(6.0 - 0.36)
+    assert set(waypoints) == {"dock"}
+    assert sim.at_waypoint is None
+    res = sim.cancel_navigation()
+    assert res.outcome == "cancelled" and res.final_waypoint == "dock"
+    assert res.distance == pytest.approx(0.72)  # there and back
+    assert nav.done and nav.result == res and not sim.navigating
+    assert sim.cancel_navigation() is None
+    assert sim.advance(0.1) is None  # nothing in progress
+
+
+def test_feedback_while_returning_from_a_blockage():
+    sim = Simulator(load_world("corridor_blocked"))
+    sim.begin_episode(5)
+    nav = sim.start_navigation("goal")
+    seen = []
+    while not nav.done:
+        fb = sim.advance(0.2)
+        seen.append((fb.current_waypoint, round(fb.distance_remaining, 6)))
+    assert nav.result.outcome == "blocked"
+    assert seen[-1] == ("hall", 0.0)
+    assert any(wp == "hall" for wp, _ in seen[:-1])
+
+
+def test_battery_drains_while_driving_and_charges_at_the_dock():
+    w = load_world("small")
+    sim = Simulator(w)
+    assert sim.battery == pytest.approx(w.robot.battery_initial)
+    assert not sim.dock() or sim.at_waypoint == "dock"
+    res = sim.navigate("room_a")
+    used = w.robot.drain_per_m * res.distance
+    assert sim.battery <= 1.0 - used + 1e-9
+    assert not sim.dock()  # not at the dock
+    assert sim.navigate("dock").reached
+    assert sim.dock() and sim.docked
+    low = sim.battery
+    assert sim.charging
+    sim.wait(5.0)
+    assert sim.battery == pytest.approx(min(1.0, low + 5.0 * w.robot.charge_per_s))
+    sim.navigate("hall")
+    assert not sim.docked  # navigation undocks
+    st = sim.status()
+    assert st.waypoint == "hall" and not st.docked and not st.navigating
+
+
+def test_battery_empty_strands_the_robot():
+    sim = Simulator(line_world(drain_per_m=0.4, drain_per_s=0.0, battery_initial=1.0))
+    res = sim.navigate("b")  # 2 m needs 0.8
+    assert res.reached
+    res = sim.navigate("c", avoid_edges=[("a", "c")])
+    assert res.outcome == "battery_empty" and res.final_waypoint == ""
+    assert sim.at_waypoint is None and sim.battery == 0.0
+    assert res.distance == pytest.approx(0.5)
+    assert sim.navigate("b").outcome == "battery_empty"
+    sim.teleport("dock", battery=1.0)
+    assert sim.navigate("a").reached
+
+
+def test_all_outcomes_are_listed():
+    assert set(NAV_OUTCOMES) == {"reached", "blocked", "unknown_waypoint", "unreachable",
+                                 "cancelled", "battery_empty"}
+
+
+# ---------------------------------------------------------------- odometry, determinism
+
+
+def test_odometry_without_and_with_jitter():
+    sim = Simulator(load_world("small"))
+    sim.navigate("room_a")
+    assert sim.odometry() == sim.pose  # no noise configured
+    sim2 = Simulator(load_world("nuisance_only"))  # pose_jitter 0.02 m / 0.03 rad
+    sim2.navigate("room_a")
+    wp = sim2.world.waypoint("room_a")
+    assert 0 < math.dist((sim2.pose.x, sim2.pose.y), (wp.x, wp.y)) < 0.15
+    odo = [sim2.odometry() for _ in range(5)]
+    assert len({(p.x, p.y) for p in odo}) == 5
+    assert all(math.dist((p.x, p.y), (sim2.pose.x, sim2.pose.y)) < 0.2 for p in odo)
+
+
+def test_same_seed_same_run_different_seed_different_frames():
+    def run(seed):
+        sim = Simulator(load_world("nuisance_only"), seed=seed)
+        out = []
+        for ep, wp in enumerate(["room_a", "room_b", "store", "hall", "room_a"]):
+            sim.begin_episode(ep * 3)
+            res = sim.navigate(wp)
+            out.append((res.outcome, res.travel_time, sim.pose, sim.render_camera(160, 120)))
+        return out
+
+    a, b, c = run(4), run(4), run(5)
+    for x, y in zip(a, b, strict=True):
+        assert x[:3] == y[:3]
+        assert np.array_equal(x[3], y[3])
+    assert any(not np.array_equal(x[3], z[3]) for x, z in zip(a, c, strict=True))
+
+
+# ---------------------------------------------------------------- camera
+
+
+def test_render_shape_and_painted_blocks():
+    sim = Simulator(load_world("jetrover_maze"))
+    sim.navigate("kitchen")
+    img = sim.render_camera()
+    assert img.shape == (480, 640, 3) and img.dtype == np.uint8
+    info = sim.last_render
+    assert info.waypoint == "kitchen" and info.colors == ("red",)
+    (obj,) = info.objects
+    assert obj.kind == "block" and obj.width > 10 and obj.height > 10
+    assert 0 <= obj.x < 640 and 0 <= obj.y < 480
+    # the block is really there in the pixels: reddish inside its box, not outside
+    patch = img[obj.y + obj.height // 2 - 3: obj.y + obj.height // 2 + 3,
+                obj.x + obj.width // 2 - 3: obj.x + obj.width // 2 + 3].reshape(-1, 3)
+    b, g, r = patch.mean(axis=0)
+    assert r > 120 and r > 2 * g and r > 2 * b
+    small = sim.render_camera(320, 240)
+    assert small.shape == (240, 320, 3)
+    with pytest.raises(ValueError, match="too small"):
+        sim.render_camera(8, 8)
+
+
+def test_nothing_painted_between_waypoints_or_at_empty_ones():
+    sim = Simulator(load_world("jetrover_maze"))
+    sim.start_navigation("kitchen")
+    sim.advance(1.0)
+    sim.render_camera(160, 120)
+    assert sim.last_render.waypoint == "" and sim.last_render.objects == ()
+    sim.advance(100.0)
+    assert sim.at_waypoint == "kitchen"
+    sim.navigate("hall")
+    sim.render_camera(160, 120)
+    assert sim.last_render.objects == ()
+
+
+def test_swap_changes_what_the_camera_sees():
+    sim = Simulator(load_world("small"))
+    sim.navigate("room_a")
+    sim.render_camera()
+    assert sim.last_render.colors == ("red",)
+    sim.begin_episode(3)
+    sim.render_camera()
+    assert sim.last_render.colors == ("blue",)
+
+
+def test_dropout_and_obstacle_nuisances_in_frames():
+    sim = Simulator(load_world("nuisance_only"))
+    sim.begin_episode(8)  # obstacle at the hall (episode 6), 2 dropout frames (episode 8)
+    sim.navigate("room_b")
+    first = sim.render_camera()
+    assert sim.last_render.dropout and sim.last_render.objects == ()
+    sim.render_camera()
+    assert sim.last_render.dropout
+    normal = sim.render_camera()
+    assert not sim.last_render.dropout
+    assert first.mean() < normal.mean()  # an under-exposed frame
+    sim.navigate("hall")
+    sim.render_camera()
+    kinds = [(o.kind, o.color) for o in sim.last_render.objects]
+    assert kinds == [("obstacle", "grey")]
+
+
+def test_missed_detections_hide_blocks_in_some_frames():
+    d = load_world("small").to_dict()
+    d["events"] = [{"episode": 0, "type": "miss_detections", "rate": 0.5}]
+    sim = Simulator(World.from_dict(d))
+    sim.navigate("room_a")
+    missed = []
+    for _ in range(40):
+        sim.render_camera(160, 120)
+        missed.append(bool(sim.last_render.missed))
+        assert bool(sim.last_render.missed) != bool(sim.last_render.objects)
+    assert 5 < sum(missed) < 35
+
+
+def test_snapshot_restore_continues_the_world_not_a_fresh_one():
+    from glove_ros.core.world.worldfile import load_world
+    from glove_ros.paths import resolve_world
+
+    world = load_world(resolve_world("small"))
+    sim = Simulator(world, seed=1)
+    sim.begin_episode(3)  # the blocks swap in small.yaml
+    sim.navigate("room_a")
+    snap = sim.snapshot()
+    fresh = Simulator(world, seed=1)
+    assert fresh.last_waypoint != "room_a"
+    fresh.restore(snap)
+    assert fresh.last_waypoint == fresh.at_waypoint == "room_a"
+    assert fresh.episode == 3 and fresh.time == sim.time
+    assert fresh.state.colors_at("room_a") == sim.state.colors_at("room_a")
+    assert len(fresh.state.applied_events) == len(sim.state.applied_events) > 0
+    other = dict(snap, world="elsewhere")
+    with pytest.raises(ValueError, match="world 'elsewhere'"):
+        Simulator(world, seed=1).restore(other)

@@ -1,0 +1,109 @@
+"""NavTracker: reached / blocked / timeout judgement from poses alone; nearest waypoint."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from glove_ros.core.world.waypoint_nav import NavConfig, NavTracker, nearest_waypoint
+from glove_ros.core.world.worldfile import load_world
+
+CFG = NavConfig(xy_tolerance=0.25, stall_timeout=2.0, stall_distance=0.1, timeout=30.0)
+
+
+def test_defaults_and_validation():
+    c = NavConfig().validate()
+    assert (c.xy_tolerance, c.stall_timeout, c.stall_distance, c.timeout) == (
+        0.25, 20.0, 0.1, 300.0)
+    for bad in ({"xy_tolerance": 0}, {"stall_timeout": -1}, {"stall_distance": math.nan},
+                {"timeout": math.inf}, {"stall_timeout": 50.0, "timeout": 10.0}):
+        with pytest.raises(ValueError, match="nav\\."):
+            NavConfig(**bad).validate()
+    assert NavConfig.from_dict({"nav.timeout": 5, "nav.stall_timeout": 1}).timeout == 5.0
+    with pytest.raises(ValueError, match="unknown"):
+        NavConfig.from_dict({"nav.speed": 1.0})
+    with pytest.raises(ValueError):
+        NavTracker((0, 0), NavConfig(timeout=-1), 0.0)
+
+
+def test_reached_when_within_tolerance():
+    tr = NavTracker((2.0, 0.0), CFG, start_time=100.0)
+    assert tr.distance_remaining is None
+    t = 100.0
+    for x in (0.0, 0.5, 1.0, 1.5):
+        t += 0.5
+        assert tr.update(x, 0.0, t) == "driving"
+        assert tr.distance_remaining == pytest.approx(2.0 - x)
+    assert tr.update(1.8, 0.1, t + 0.5) == "reached"
+    assert tr.done
+    # sticky: later poses or time do not change a terminal status
+    assert tr.update(0.0, 0.0, t + 1000) == "reached"
+    assert tr.poll(t + 1000) == "reached"
+
+
+def test_blocked_when_no_progress_within_stall_timeout():
+    tr = NavTracker((5.0, 0.0), CFG, start_time=0.0)
+    assert tr.update(0.0, 0.0, 0.0) == "driving"
+    assert tr.update(0.05, 0.0, 1.0) == "driving"   # jitter below stall_distance
+    assert tr.update(0.02, 0.03, 1.9) == "driving"
+    assert tr.update(0.04, 0.0, 2.0) == "blocked"   # 2 s without 0.1 m of movement
+    assert tr.done and tr.poll(100.0) == "blocked"
+
+
+def test_movement_resets_the_stall_clock_even_away_from_goal():
+    tr = NavTracker((5.0, 0.0), CFG, start_time=0.0)
+    t, x = 0.0, 0.0
+    for _ in range(10):  # a Nav2 detour: moving away from the goal is still progress
+        t += 1.5
+        x -= 0.15
+        assert tr.update(x, 0.0, t) == "driving"
+    assert tr.update(x + 0.05, 0.0, t + 1.9) == "driving"
+    assert tr.update(x + 0.05, 0.0, t + 2.0) == "blocked"
+
+
+def test_silent_pose_source_counts_as_stall():
+    tr = NavTracker((1.0, 0.0), CFG, start_time=10.0)
+    assert tr.poll(11.9) == "driving"
+    assert tr.poll(12.0) == "blocked"
+    assert tr.distance_remaining is None
+    tr2 = NavTracker((1.0, 0.0), CFG, start_time=10.0)
+    tr2.update(0.0, 0.0, 11.0)
+    assert tr2.poll(12.5) == "driving"  # the stall clock restarts at the first pose
+    assert tr2.poll(13.0) == "blocked"
+
+
+def test_timeout_while_still_moving():
+    cfg = NavConfig(xy_tolerance=0.25, stall_timeout=2.0, stall_distance=0.1, timeout=5.0)
+    tr = NavTracker((100.0, 0.0), cfg, start_time=0.0)
+    t, x = 0.0, 0.0
+    status = "driving"
+    while status == "driving":
+        t += 0.5
+        x += 0.2
+        status = tr.update(x, 0.0, t)
+    assert status == "timeout" and t == pytest.approx(5.0)
+    assert tr.elapsed(t) == pytest.approx(5.0)
+
+
+def test_nearest_waypoint_on_small_world():
+    world = load_world("small")
+    assert nearest_waypoint(world, 0.05, 0.95) == "hall"
+    assert nearest_waypoint(world, 0.9, 1.1, max_dist=0.25) == "room_b"
+    assert nearest_waypoint(world, 0.5, 1.0, max_dist=0.25) is None   # between waypoints
+    assert nearest_waypoint(world, 10.0, 10.0) == "room_b"            # no limit: nearest
+
+
+def test_nav2_result_maps_to_outcomes():
+    from glove_ros.core.world.waypoint_nav import (
+        GOAL_ABORTED,
+        GOAL_CANCELED,
+        GOAL_SUCCEEDED,
+        outcome_from_nav2,
+    )
+
+    assert outcome_from_nav2(GOAL_SUCCEEDED, False, False) == "reached"
+    assert outcome_from_nav2(GOAL_ABORTED, False, False) == "blocked"  # Nav2 gave up
+    assert outcome_from_nav2(GOAL_CANCELED, True, False) == "cancelled"
+    assert outcome_from_nav2(GOAL_CANCELED, False, True) == "timeout"  # our nav.timeout
+    assert outcome_from_nav2(GOAL_SUCCEEDED, True, False) == "reached"  # arrived first
