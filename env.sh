@@ -4,7 +4,7 @@
 # It activates the project venv, overlays the colcon install of glove_ros, keeps DDS
 # discovery on this machine and ROS logs inside build/.
 # Created by `make setup` (scripts/setup.sh); on a robot with system ROS use
-# `source install/setup.bash` of your workspace instead (README, "On a robot").
+# `source install/setup.bash` of your workspace instead (docs/robot.md).
 if [ -n "${BASH_SOURCE[0]:-}" ]; then _glove_root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 else _glove_root="$(cd "$(dirname "$0")" && pwd)"; fi
 case "${GLOVE_ROS_DISTRO:-kilted}" in

@@ -19,20 +19,15 @@ import yaml
 pytest.importorskip("rosbags")
 
 from glove_ros.cli.bags import cli_main, make_fixtures  # noqa: E402
-from glove_ros.core.bag.bagfile import (  # noqa: E402
-    NS,
+from glove_ros.core.bag.bagfile import NS, BagError, BagReader, BagWriter  # noqa: E402
+from glove_ros.core.bag.drift import (  # noqa: E402
     AlertRecord,
-    BagError,
-    BagInput,
-    BagReader,
-    BagWriter,
     Expectations,
-    Timed,
     analyse,
-    load_input,
-    make_typestore,
     touched_pairs,
 )
+from glove_ros.core.bag.inputs import BagInput, Timed, load_input  # noqa: E402
+from glove_ros.core.bag.typestore import make_typestore  # noqa: E402
 from glove_ros.core.memory.experience import Transition  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "bags"

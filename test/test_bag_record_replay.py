@@ -19,7 +19,8 @@ pytestmark = pytest.mark.ros
 
 from rosproc import Collector, NodeProcess, call_retry, ros_client, wait_for  # noqa: E402
 
-from glove_ros.core.bag.bagfile import NS, BagReader, BagWriter, make_typestore  # noqa: E402
+from glove_ros.core.bag.bagfile import NS, BagReader, BagWriter  # noqa: E402
+from glove_ros.core.bag.typestore import make_typestore  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "bags"
 

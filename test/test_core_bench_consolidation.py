@@ -114,7 +114,7 @@ def test_cli_main_writes_json_and_png(tmp_path, capsys):
 
 
 def test_dedup_recency_baseline_keeps_newest_distinct_entries_within_budget():
-    from glove_ros.core.plan.plan_memory import PlanEntry
+    from glove_ros.core.plan.plan_entries import PlanEntry
 
     def e(i, body, kind="semantic"):
         return PlanEntry(kind, f"n{i}", body, entry_id=i)

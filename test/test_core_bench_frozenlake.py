@@ -18,27 +18,29 @@ import yaml
 
 pytest.importorskip("gymnasium")
 
+from glove_ros.benchmarks import _frozenlake_agent as fla  # noqa: E402
+from glove_ros.benchmarks import _frozenlake_scenario as fls  # noqa: E402
 from glove_ros.benchmarks import frozenlake as fl  # noqa: E402
 from glove_ros.core.verify import memory_rules as mr  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "bench" / "scenarios"
 TINY = SCENARIOS / "frozenlake_tiny.yaml"
-HOLE = fl.HOLE
+HOLE = fla.HOLE
 
 
 def tiny_data() -> dict:
     return yaml.safe_load(TINY.read_text())
 
 
-def parse(data: dict) -> fl.Scenario:
-    return fl.parse_scenario(data, "test")
+def parse(data: dict) -> fls.Scenario:
+    return fls.parse_scenario(data, "test")
 
 
 @pytest.fixture(scope="module")
 def tiny_report() -> dict:
     """One run of every method on the tiny scenario (shared: the runs are deterministic)."""
-    return fl.run_benchmark(fl.load_scenario(TINY), mr.rule_names())
+    return fl.run_benchmark(fls.load_scenario(TINY), mr.rule_names())
 
 
 def phase(report: dict, method: str, name: str) -> dict:
@@ -50,7 +52,7 @@ def phase(report: dict, method: str, name: str) -> dict:
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("frozenlake_*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path):
-    sc = fl.load_scenario(path)
+    sc = fls.load_scenario(path)
     assert sc.phases and sc.budget_total > 0
     maps = sc.maps()
     assert len(maps) == 1 + len(sc.phases)
@@ -58,7 +60,7 @@ def test_shipped_scenarios_are_valid(path):
 
 
 def test_paper_scenario_matches_the_paper_setting():
-    sc = fl.load_scenario(SCENARIOS / "frozenlake_paper.yaml")
+    sc = fls.load_scenario(SCENARIOS / "frozenlake_paper.yaml")
     assert sc.name == "paper" and not sc.is_slippery
     assert (sc.budget_total, sc.probe_cap) == (310, 30)
     assert [p.episodes for p in sc.phases] == [20, 20]
@@ -70,12 +72,12 @@ def test_paper_scenario_matches_the_paper_setting():
 
 
 def test_slippery_scenario_is_slippery_with_several_outcome_modes():
-    sc = fl.load_scenario(SCENARIOS / "frozenlake_slippery.yaml")
+    sc = fls.load_scenario(SCENARIOS / "frozenlake_slippery.yaml")
     assert sc.is_slippery and 0 < sc.success_rate < 1
     assert sc.glove == {}  # the shipped scenarios run GLOVE with the verifier's defaults
-    env = fl.make_env(sc.map, sc)
+    env = fla.make_env(sc.map, sc)
     try:  # several outcome modes per (s, a): the intended move and the slides
-        assert max(len(d) for d in fl.true_model(env).values()) > 1
+        assert max(len(d) for d in fla.true_model(env).values()) > 1
     finally:
         env.close()
 
@@ -119,7 +121,7 @@ def _mutate(path: tuple, value) -> dict:
     ],
 )
 def test_invalid_scenarios_raise_clear_errors(data, message):
-    with pytest.raises(fl.ScenarioError) as exc:
+    with pytest.raises(fls.ScenarioError) as exc:
         parse(data)
     assert message in str(exc.value)
 
@@ -127,18 +129,18 @@ def test_invalid_scenarios_raise_clear_errors(data, message):
 def test_missing_key_and_bad_files(tmp_path):
     data = tiny_data()
     del data["budget"]
-    with pytest.raises(fl.ScenarioError, match="missing key 'budget'"):
+    with pytest.raises(fls.ScenarioError, match="missing key 'budget'"):
         parse(data)
     bad = tmp_path / "bad.yaml"
     bad.write_text("map: [SFF\n  - oops: [")
-    with pytest.raises(fl.ScenarioError, match="not valid YAML"):
-        fl.load_scenario(bad)
+    with pytest.raises(fls.ScenarioError, match="not valid YAML"):
+        fls.load_scenario(bad)
     with pytest.raises(FileNotFoundError):
-        fl.load_scenario(tmp_path / "absent.yaml")
+        fls.load_scenario(tmp_path / "absent.yaml")
     # an error names the file it came from
     (tmp_path / "frozenlake_x.yaml").write_text(yaml.safe_dump(_mutate(("colour",), 1)))
-    with pytest.raises(fl.ScenarioError, match="frozenlake_x.yaml"):
-        fl.load_scenario(tmp_path / "frozenlake_x.yaml")
+    with pytest.raises(fls.ScenarioError, match="frozenlake_x.yaml"):
+        fls.load_scenario(tmp_path / "frozenlake_x.yaml")
 
 
 def test_scenario_name_defaults_to_the_file_name(tmp_path):
@@ -146,20 +148,20 @@ def test_scenario_name_defaults_to_the_file_name(tmp_path):
     del data["name"]
     path = tmp_path / "frozenlake_mine.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert fl.load_scenario(path).name == "mine"
+    assert fls.load_scenario(path).name == "mine"
 
 
 def test_drift_changes_accumulate_and_the_env_follows_them():
-    sc = fl.load_scenario(TINY)
+    sc = fls.load_scenario(TINY)
     source, drift1, drift2 = sc.maps()
     assert source[2][0] == "F" and drift1[2][0] == "H" and drift2[2][0] == "F"
     assert drift2[1][2] == "H"  # drift II also closes the detour
-    env = fl.make_env(drift1, sc)
+    env = fla.make_env(drift1, sc)
     try:
         env.reset(seed=0)
-        env.step(fl.DOWN)
-        nxt, reward, term, _, _ = env.step(fl.DOWN)  # (1,0) -> (2,0): a hole in drift I
-        assert fl.outcome_of(nxt, reward, term) == (6, HOLE)
+        env.step(fla.DOWN)
+        nxt, reward, term, _, _ = env.step(fla.DOWN)  # (1,0) -> (2,0): a hole in drift I
+        assert fla.outcome_of(nxt, reward, term) == (6, HOLE)
     finally:
         env.close()
 
@@ -171,7 +173,7 @@ def test_glove_recovers_after_drift_ii_while_latest_overwrite_is_deadlocked(tiny
     latest = phase(tiny_report, "LatestOverwrite", "drift_II")
     assert latest["reopened_tiles"] == [[2, 0]]
     # (1,0) --down--> (2,0) is remembered as a hole when drift II re-opens the tile
-    assert [3, fl.DOWN] in latest["negative_entries"]
+    assert [3, fla.DOWN] in latest["negative_entries"]
     assert latest["entry_retries_task"] == 0 and latest["entry_retries_probe"] == 0
     assert latest["deadlock"] is True
     assert latest["successes"] == 0
@@ -210,7 +212,7 @@ def test_deadlock_flag_is_null_without_a_reopened_tile(tiny_report):
 
 
 def test_every_probe_step_is_charged_to_the_budget(tiny_report):
-    sc = fl.load_scenario(TINY)
+    sc = fls.load_scenario(TINY)
     for name, m in tiny_report["methods"].items():
         drift = m["phases"][1:]
         task = sum(p["task_steps"] for p in drift)
@@ -310,12 +312,12 @@ def test_bad_method_and_policy_are_errors(tmp_path):
         fl.main(_args("--scenario", str(TINY), "--methods", "Clairvoyant",
                       "--out", str(tmp_path)))
     with pytest.raises(ValueError, match="unknown policy"):
-        fl.run_benchmark(fl.load_scenario(TINY), ["Static"], policy="random")
+        fl.run_benchmark(fls.load_scenario(TINY), ["Static"], policy="random")
     assert not (tmp_path / "frozenlake_tiny.json").exists()
 
 
 def test_runs_are_reproducible():
-    sc = fl.load_scenario(SCENARIOS / "frozenlake_slippery.yaml")
+    sc = fls.load_scenario(SCENARIOS / "frozenlake_slippery.yaml")
     small = dataclasses.replace(sc, source_episodes=5)
     a = fl.run_benchmark(small, ["GLOVE-sync", "RecentK"])
     b = fl.run_benchmark(small, ["GLOVE-sync", "RecentK"])
@@ -335,11 +337,11 @@ def test_llm_policy_goes_through_the_llm_and_falls_back_on_bad_replies():
     assert stats["calls"] == len(llm.calls) > 1
     assert stats["fallbacks"] == 1
     messages, schema, _ = llm.calls[0]
-    assert schema["properties"]["move"]["enum"] == list(fl.ACTION_NAMES)
+    assert schema["properties"]["move"]["enum"] == list(fla.ACTION_NAMES)
     assert "row 0 col 0" in messages[-1]["content"]
     # always "down" from the start: (0,0) -> (1,0) -> (2,0) -> stays at the bottom wall
     src = report["methods"]["LatestOverwrite"]["phases"][0]
-    assert src["successes"] == 0 and src["task_steps"] == fl.load_scenario(TINY).max_episode_steps
+    assert src["successes"] == 0 and src["task_steps"] == fls.load_scenario(TINY).max_episode_steps
 
 
 @pytest.mark.llm
@@ -540,12 +542,12 @@ class _Fixed(mr.MemoryRule):
 
 def test_blocking_pairs_name_the_remembered_falls_on_a_shorter_route():
     # 3x3, start 0, goal 2; memory: right from 0 falls into tile 1 (and down from 4 too)
-    agent = fl.MemoryAgent(3, 3, [2], fl.AgentConfig())
-    fall = {(0, fl.RIGHT): {(1, HOLE): 1.0}, (4, fl.UP): {(1, HOLE): 1.0}}
+    agent = fla.MemoryAgent(3, 3, [2], fls.AgentConfig())
+    fall = {(0, fla.RIGHT): {(1, HOLE): 1.0}, (4, fla.UP): {(1, HOLE): 1.0}}
     beliefs = agent.beliefs(_Fixed(fall))
     assert not agent.stuck(0, beliefs)  # 0 -> 3 -> 4 -> 5 -> 2 is still believed open
     # the 2-move route is blocked only by memory: every remembered fall into tile 1
-    assert agent.blocking_pairs(0, beliefs) == [(0, fl.RIGHT), (4, fl.UP)]
+    assert agent.blocking_pairs(0, beliefs) == [(0, fla.RIGHT), (4, fla.UP)]
     # memory stood by them: no shorter route past a kept tile
     assert agent.blocking_pairs(0, beliefs, frozenset({1})) == []
     # nothing remembered as a fall, nothing blocks
@@ -557,31 +559,31 @@ def test_blocking_pairs_weigh_a_route_through_unexplored_tiles_as_a_guess():
     # Unexplored: 0 -> 1 -> 2 -> 5 -> 8, as short. Counting moves alone, the agent would
     # explore round the remembered fall (and meet whatever holes lie there); as the planner
     # values routes, four guessed moves are worth less than one remembered fall re-tested.
-    known = {(0, fl.DOWN): {(3, fl.ICE): 1.0}, (3, fl.DOWN): {(6, fl.ICE): 1.0},
-             (6, fl.RIGHT): {(7, HOLE): 1.0}, (7, fl.RIGHT): {(8, fl.GOAL): 1.0}}
-    agent = fl.MemoryAgent(3, 3, [8], fl.AgentConfig(gamma=0.95, unknown_trust=0.9))
+    known = {(0, fla.DOWN): {(3, fla.ICE): 1.0}, (3, fla.DOWN): {(6, fla.ICE): 1.0},
+             (6, fla.RIGHT): {(7, HOLE): 1.0}, (7, fla.RIGHT): {(8, fla.GOAL): 1.0}}
+    agent = fla.MemoryAgent(3, 3, [8], fls.AgentConfig(gamma=0.95, unknown_trust=0.9))
     beliefs = agent.beliefs(_Fixed(known))
-    assert agent.blocking_pairs(0, beliefs) == [(6, fl.RIGHT)]
+    assert agent.blocking_pairs(0, beliefs) == [(6, fla.RIGHT)]
     # memory's own route past the fall is as short (4 moves), through unexplored tiles
     holes = agent.hole_tiles(beliefs)
     length, route = agent._route_length(0, beliefs, holes, False)
-    assert length == 4.0 and (6, fl.RIGHT) not in route
+    assert length == 4.0 and (6, fla.RIGHT) not in route
     # a planner that trusts unexplored moves fully (unknown_trust 1) has nothing to ask
-    trusting = fl.MemoryAgent(3, 3, [8], fl.AgentConfig(gamma=0.95, unknown_trust=1.0))
+    trusting = fla.MemoryAgent(3, 3, [8], fls.AgentConfig(gamma=0.95, unknown_trust=1.0))
     assert trusting.blocking_pairs(0, trusting.beliefs(_Fixed(known))) == []
 
 
 def test_route_known_is_false_only_when_every_route_passes_a_remembered_fall():
     # a 1x3 corridor, start 0, goal 2: the detour hook tells the rule ``no_route`` when
     # memory leaves no route at all (not only a longer one)
-    agent = fl.MemoryAgent(1, 3, [2], fl.AgentConfig(gamma=0.95, unknown_trust=0.9))
+    agent = fla.MemoryAgent(1, 3, [2], fls.AgentConfig(gamma=0.95, unknown_trust=0.9))
     assert agent.route_known(0, agent.beliefs(_Fixed({})))  # guesses are a route
-    fell = {(0, fl.RIGHT): {(1, HOLE): 1.0}}
+    fell = {(0, fla.RIGHT): {(1, HOLE): 1.0}}
     beliefs = agent.beliefs(_Fixed(fell))
     assert not agent.route_known(0, beliefs)
-    assert agent.blocking_pairs(0, beliefs) == [(0, fl.RIGHT)]
+    assert agent.blocking_pairs(0, beliefs) == [(0, fla.RIGHT)]
     # a slide memory (less likely than not a fall) is still a route
-    slid = {(0, fl.RIGHT): {(1, HOLE): 0.4, (1, fl.ICE): 0.6}}
+    slid = {(0, fla.RIGHT): {(1, HOLE): 0.4, (1, fla.ICE): 0.6}}
     assert agent.route_known(0, agent.beliefs(_Fixed(slid)))
 
 
@@ -590,19 +592,19 @@ def test_with_no_route_left_blocking_pairs_name_the_falls_on_every_cheapest_rout
     # one remembered fall: 0-1-2 then down into 5, 0-3-6 then right into 7. Memory leaves
     # no route, so both falls are named at once (first found alone: dev world 3137 kept the
     # other, stale, one while it left no route); a tile the rule stands by drops out.
-    known = {(0, fl.RIGHT): {(1, fl.ICE): 1.0}, (1, fl.RIGHT): {(2, fl.ICE): 1.0},
-             (2, fl.DOWN): {(5, HOLE): 1.0}, (5, fl.DOWN): {(8, fl.GOAL): 1.0},
-             (0, fl.DOWN): {(3, fl.ICE): 1.0}, (3, fl.DOWN): {(6, fl.ICE): 1.0},
-             (6, fl.RIGHT): {(7, HOLE): 1.0}, (7, fl.RIGHT): {(8, fl.GOAL): 1.0},
-             (1, fl.DOWN): {(4, HOLE): 1.0}, (3, fl.RIGHT): {(4, HOLE): 1.0}}
-    agent = fl.MemoryAgent(3, 3, [8], fl.AgentConfig(gamma=0.95, unknown_trust=0.9))
+    known = {(0, fla.RIGHT): {(1, fla.ICE): 1.0}, (1, fla.RIGHT): {(2, fla.ICE): 1.0},
+             (2, fla.DOWN): {(5, HOLE): 1.0}, (5, fla.DOWN): {(8, fla.GOAL): 1.0},
+             (0, fla.DOWN): {(3, fla.ICE): 1.0}, (3, fla.DOWN): {(6, fla.ICE): 1.0},
+             (6, fla.RIGHT): {(7, HOLE): 1.0}, (7, fla.RIGHT): {(8, fla.GOAL): 1.0},
+             (1, fla.DOWN): {(4, HOLE): 1.0}, (3, fla.RIGHT): {(4, HOLE): 1.0}}
+    agent = fla.MemoryAgent(3, 3, [8], fls.AgentConfig(gamma=0.95, unknown_trust=0.9))
     beliefs = agent.beliefs(_Fixed(known))
     assert not agent.route_known(0, beliefs)
-    assert agent.blocking_pairs(0, beliefs) == [(2, fl.DOWN), (6, fl.RIGHT)]
-    assert agent.blocking_pairs(0, beliefs, frozenset({5})) == [(6, fl.RIGHT)]
+    assert agent.blocking_pairs(0, beliefs) == [(2, fla.DOWN), (6, fla.RIGHT)]
+    assert agent.blocking_pairs(0, beliefs, frozenset({5})) == [(6, fla.RIGHT)]
     # with the fall at 5 gone a route is left, and no remembered fall stands in the way of
     # a shorter one: nothing is named
-    open_5 = {**known, (2, fl.DOWN): {(5, fl.ICE): 1.0}}
+    open_5 = {**known, (2, fla.DOWN): {(5, fla.ICE): 1.0}}
     b2 = agent.beliefs(_Fixed(open_5))
     assert agent.route_known(0, b2) and agent.blocking_pairs(0, b2) == []
 
@@ -628,22 +630,22 @@ def test_on_blocked_retests_only_memories_older_than_a_dissonance():
     try:
         for r in (rule, anyr, latest):
             for step in range(3):
-                r.observe(0, fl.RIGHT, (1, HOLE), 0.0, step)  # a hole since the start
-        assert rule.on_blocked([(0, fl.RIGHT)], 5) == []
-        assert rule.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}  # no dissonance: kept
+                r.observe(0, fla.RIGHT, (1, HOLE), 0.0, step)  # a hole since the start
+        assert rule.on_blocked([(0, fla.RIGHT)], 5) == []
+        assert rule.distribution(0, fla.RIGHT) == {(1, HOLE): 1.0}  # no dissonance: kept
         for r in (rule, anyr):
             # (2, DOWN) was ice and became a hole (a place that changed); later the world
             # changes somewhere else too
-            step = _drift_at(r, 2, fl.DOWN, (5, fl.ICE), (5, HOLE), 10)
-            _drift_at(r, 6, fl.RIGHT, (7, fl.ICE), (7, HOLE), step)
-            assert r.distribution(2, fl.DOWN) == {(5, HOLE): 1.0}
-            r.on_blocked([(0, fl.RIGHT), (2, fl.DOWN)], 400)
-            assert r.distribution(2, fl.DOWN) is None  # suppressed, pending a re-test
+            step = _drift_at(r, 2, fla.DOWN, (5, fla.ICE), (5, HOLE), 10)
+            _drift_at(r, 6, fla.RIGHT, (7, fla.ICE), (7, HOLE), step)
+            assert r.distribution(2, fla.DOWN) == {(5, HOLE): 1.0}
+            r.on_blocked([(0, fla.RIGHT), (2, fla.DOWN)], 400)
+            assert r.distribution(2, fla.DOWN) is None  # suppressed, pending a re-test
         # the fall that never changed is kept by default, re-tested by the ablation
-        assert rule.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}
-        assert anyr.distribution(0, fl.RIGHT) is None
-        assert latest.on_blocked([(0, fl.RIGHT)], 112) == []
-        assert latest.distribution(0, fl.RIGHT) == {(1, HOLE): 1.0}
+        assert rule.distribution(0, fla.RIGHT) == {(1, HOLE): 1.0}
+        assert anyr.distribution(0, fla.RIGHT) is None
+        assert latest.on_blocked([(0, fla.RIGHT)], 112) == []
+        assert latest.distribution(0, fla.RIGHT) == {(1, HOLE): 1.0}
     finally:
         rule.close()
         anyr.close()
@@ -660,26 +662,26 @@ def test_place_evidence_a_fall_into_a_tile_is_read_by_every_way_into_it():
     try:
         for r in (rule, noplace):
             for step in range(9):  # (1, DOWN) slides to tile 5 most of the time
-                r.observe(1, fl.DOWN, (5, fl.ICE) if step % 3 else (2, fl.ICE), 0.0, step)
-            r.observe(4, fl.RIGHT, (5, HOLE), 0.0, 20)  # tile 5 became a hole
-        assert rule.distribution(1, fl.DOWN) == pytest.approx({(5, HOLE): 2 / 3,
-                                                               (2, fl.ICE): 1 / 3})
-        assert noplace.distribution(1, fl.DOWN) == pytest.approx({(5, fl.ICE): 2 / 3,
-                                                                  (2, fl.ICE): 1 / 3})
+                r.observe(1, fla.DOWN, (5, fla.ICE) if step % 3 else (2, fla.ICE), 0.0, step)
+            r.observe(4, fla.RIGHT, (5, HOLE), 0.0, 20)  # tile 5 became a hole
+        assert rule.distribution(1, fla.DOWN) == pytest.approx({(5, HOLE): 2 / 3,
+                                                               (2, fla.ICE): 1 / 3})
+        assert noplace.distribution(1, fla.DOWN) == pytest.approx({(5, fla.ICE): 2 / 3,
+                                                                  (2, fla.ICE): 1 / 3})
         # nothing changed since the fall: the detour hook stands by the reading
-        rule.on_blocked([(1, fl.DOWN)], 30)
-        assert rule.distribution(1, fl.DOWN)[(5, HOLE)] == pytest.approx(2 / 3)
+        rule.on_blocked([(1, fla.DOWN)], 30)
+        assert rule.distribution(1, fla.DOWN)[(5, HOLE)] == pytest.approx(2 / 3)
         # later another tile changes kind (the world changes again): the reading of tile 5
         # is dropped for a pair in the way, which plans on its own memory until tile 5
         # is seen again
-        rule.observe(6, fl.RIGHT, (7, fl.ICE), 0.0, 40)
-        rule.observe(6, fl.RIGHT, (7, HOLE), 0.0, 41)
-        rule.on_blocked([(1, fl.DOWN)], 50)
-        assert rule.distribution(1, fl.DOWN)[(5, fl.ICE)] == pytest.approx(2 / 3)
-        rule.observe(8, fl.UP, (5, HOLE), 0.0, 60)
-        assert rule.distribution(1, fl.DOWN)[(5, HOLE)] == pytest.approx(2 / 3)
+        rule.observe(6, fla.RIGHT, (7, fla.ICE), 0.0, 40)
+        rule.observe(6, fla.RIGHT, (7, HOLE), 0.0, 41)
+        rule.on_blocked([(1, fla.DOWN)], 50)
+        assert rule.distribution(1, fla.DOWN)[(5, fla.ICE)] == pytest.approx(2 / 3)
+        rule.observe(8, fla.UP, (5, HOLE), 0.0, 60)
+        assert rule.distribution(1, fla.DOWN)[(5, HOLE)] == pytest.approx(2 / 3)
         # the store itself is untouched: the reading is a view, nothing rewritten or lost
-        assert rule.support(1, fl.DOWN) == 9
+        assert rule.support(1, fla.DOWN) == 9
     finally:
         rule.close()
         noplace.close()
@@ -696,22 +698,22 @@ def test_a_change_seen_later_but_perhaps_made_earlier_leaves_a_fresh_fall_standi
     rule = mr.make_rule("GLOVE-async", is_negative=lambda o, r: o[1] == HOLE)
     try:
         for step in range(5):
-            rule.observe(4, fl.RIGHT, (5, fl.ICE), 0.0, step)  # tile 5 is ice
-        rule.observe(8, fl.RIGHT, (9, HOLE), 0.0, 6)  # tile 9 is a hole
-        rule.observe(1, fl.DOWN, (5, fl.ICE), 0.0, 7)
-        rule.observe(1, fl.DOWN, (5, HOLE), 0.0, 10)  # the drift: tile 5 closed
-        assert rule.distribution(4, fl.RIGHT) == {(5, HOLE): 1.0}  # read by every way in
-        rule.observe(8, fl.RIGHT, (9, fl.ICE), 0.0, 20)  # ... and tile 9 re-opened
-        assert rule.on_blocked([(4, fl.RIGHT), (1, fl.DOWN)], 30) == []
-        assert rule.distribution(4, fl.RIGHT) == {(5, HOLE): 1.0}
-        assert rule.distribution(1, fl.DOWN) == {(5, HOLE): 1.0}
+            rule.observe(4, fla.RIGHT, (5, fla.ICE), 0.0, step)  # tile 5 is ice
+        rule.observe(8, fla.RIGHT, (9, HOLE), 0.0, 6)  # tile 9 is a hole
+        rule.observe(1, fla.DOWN, (5, fla.ICE), 0.0, 7)
+        rule.observe(1, fla.DOWN, (5, HOLE), 0.0, 10)  # the drift: tile 5 closed
+        assert rule.distribution(4, fla.RIGHT) == {(5, HOLE): 1.0}  # read by every way in
+        rule.observe(8, fla.RIGHT, (9, fla.ICE), 0.0, 20)  # ... and tile 9 re-opened
+        assert rule.on_blocked([(4, fla.RIGHT), (1, fla.DOWN)], 30) == []
+        assert rule.distribution(4, fla.RIGHT) == {(5, HOLE): 1.0}
+        assert rule.distribution(1, fla.DOWN) == {(5, HOLE): 1.0}
         assert rule.rechecks == 0  # the fall is not suspect: nothing surely changed since
         # tile 11, seen as ice after the fall and then as a hole: the world changed after
         # the fall, surely; the reading of tile 5 is dropped and the fall re-tested
-        rule.observe(10, fl.RIGHT, (11, fl.ICE), 0.0, 40)
-        rule.observe(10, fl.RIGHT, (11, HOLE), 0.0, 41)
-        rule.on_blocked([(4, fl.RIGHT), (1, fl.DOWN)], 50)
-        assert rule.distribution(4, fl.RIGHT) == {(5, fl.ICE): 1.0}
+        rule.observe(10, fla.RIGHT, (11, fla.ICE), 0.0, 40)
+        rule.observe(10, fla.RIGHT, (11, HOLE), 0.0, 41)
+        rule.on_blocked([(4, fla.RIGHT), (1, fla.DOWN)], 50)
+        assert rule.distribution(4, fla.RIGHT) == {(5, fla.ICE): 1.0}
         assert rule.rechecks == 1
     finally:
         rule.close()
@@ -727,18 +729,18 @@ def test_a_remembered_fall_at_a_tile_that_changed_kind_is_retested_whoever_saw_t
     rule = mr.make_rule("GLOVE-async", is_negative=lambda o, r: o[1] == HOLE)
     try:
         for step in range(5):
-            rule.observe(4, fl.RIGHT, (5, fl.ICE), 0.0, step)  # tile 5 is ice
-        rule.observe(1, fl.DOWN, (5, HOLE), 0.0, 10)  # tile 5 became a hole
-        rule.observe(9, fl.UP, (5, HOLE), 0.0, 11)  # first contact from below
-        rule.observe(13, fl.RIGHT, (14, HOLE), 0.0, 12)  # a hole that never moved
+            rule.observe(4, fla.RIGHT, (5, fla.ICE), 0.0, step)  # tile 5 is ice
+        rule.observe(1, fla.DOWN, (5, HOLE), 0.0, 10)  # tile 5 became a hole
+        rule.observe(9, fla.UP, (5, HOLE), 0.0, 11)  # first contact from below
+        rule.observe(13, fla.RIGHT, (14, HOLE), 0.0, 12)  # a hole that never moved
         # nothing changed since: the detour stands by both
-        rule.on_blocked([(9, fl.UP), (13, fl.RIGHT)], 20)
-        assert rule.distribution(9, fl.UP) == {(5, HOLE): 1.0}
-        rule.observe(6, fl.RIGHT, (7, fl.ICE), 0.0, 30)
-        rule.observe(6, fl.RIGHT, (7, HOLE), 0.0, 31)  # the world changes again
-        rule.on_blocked([(9, fl.UP), (13, fl.RIGHT)], 40)
-        assert rule.distribution(9, fl.UP) is None  # suppressed: the next visit re-tests
-        assert rule.distribution(13, fl.RIGHT) == {(14, HOLE): 1.0}
+        rule.on_blocked([(9, fla.UP), (13, fla.RIGHT)], 20)
+        assert rule.distribution(9, fla.UP) == {(5, HOLE): 1.0}
+        rule.observe(6, fla.RIGHT, (7, fla.ICE), 0.0, 30)
+        rule.observe(6, fla.RIGHT, (7, HOLE), 0.0, 31)  # the world changes again
+        rule.on_blocked([(9, fla.UP), (13, fla.RIGHT)], 40)
+        assert rule.distribution(9, fla.UP) is None  # suppressed: the next visit re-tests
+        assert rule.distribution(13, fla.RIGHT) == {(14, HOLE): 1.0}
         assert rule.rechecks == 1
     finally:
         rule.close()

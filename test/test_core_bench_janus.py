@@ -11,16 +11,10 @@ import pytest
 import yaml
 
 from glove_ros.benchmarks import janus
-from glove_ros.benchmarks.janus import (
-    PAPER,
-    Arm,
-    NoisyUpdater,
-    format_table,
-    load_scenario,
-    result_stem,
-    run_benchmark,
-    scenario_from_dict,
-)
+from glove_ros.benchmarks._janus_arm import NoisyUpdater
+from glove_ros.benchmarks._janus_report import format_table
+from glove_ros.benchmarks._janus_scenario import Arm, load_scenario, scenario_from_dict
+from glove_ros.benchmarks.janus import PAPER, result_stem, run_benchmark
 from glove_ros.core.llm.embedding import HashingEmbedder
 from glove_ros.core.llm.runtime import ScriptedLlm
 from glove_ros.core.plan.plan_memory import PlanMemoryStore

@@ -14,21 +14,19 @@ import pytest
 import yaml
 
 from glove_ros.benchmarks import jetrover
-from glove_ros.benchmarks.jetrover import (
+from glove_ros.benchmarks._jetrover_config import (
     METHODS,
+    MODES,
     BenchConfig,
-    ModeRunner,
     default_episodes,
-    format_table,
     make_tasks,
     phase_plan,
-    result_stem,
-    run_benchmark,
-    run_mode,
-    run_world,
     verifier_settings,
 )
-from glove_ros.core.verify.verifier import VerifierConfig
+from glove_ros.benchmarks._jetrover_report import format_table
+from glove_ros.benchmarks._jetrover_runner import ModeRunner
+from glove_ros.benchmarks.jetrover import result_stem, run_benchmark, run_mode, run_world
+from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.world.worldfile import World, load_world, worlds_dir
 from glove_ros.core.world.worldgen import generate_world
 
@@ -83,8 +81,8 @@ def test_nuisance_only_world_raises_no_alarm(nuisance_doc):
 
 
 def test_maze_swap_glove_realigns_and_static_keeps_driving_back(maze_doc):
-    before = {m: _phase(maze_doc, m, 0) for m in jetrover.MODES}
-    after = {m: _phase(maze_doc, m, 1) for m in jetrover.MODES}
+    before = {m: _phase(maze_doc, m, 0) for m in MODES}
+    after = {m: _phase(maze_doc, m, 1) for m in MODES}
     # identical before the drift: same tasks, same memory, nothing to verify
     assert len({(p["steps_per_task"], p["successes"]) for p in before.values()}) == 1
     assert all(p["alerts"] == 0 and p["stale_goals"] == 0 for p in before.values())
@@ -135,7 +133,7 @@ def test_static_memory_deadlocks_behind_a_reopened_door_and_glove_does_not():
     cfg = BenchConfig(episodes=12, task_start="dock", verifier={"stale_negative_after": 12},
                       **FAST)
     doc = run_benchmark(world, config=cfg)
-    after = {m: doc["modes"][m]["phases"][1] for m in jetrover.MODES}
+    after = {m: doc["modes"][m]["phases"][1] for m in MODES}
     reds = [e for e in doc["modes"]["static"]["episodes"][4:] if e["color"] == "red"]
     assert len(reds) >= 3
     # static memory: "blocked" for ever, never re-tried: every red task fails

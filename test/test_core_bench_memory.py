@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from glove_ros import cli
+from glove_ros.cli import main as cli
 
 
 def test_memory_benchmark_smoke(tmp_path, capsys):

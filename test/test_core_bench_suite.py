@@ -18,7 +18,7 @@ pytest.importorskip("gymnasium")
 
 from glove_ros.benchmarks import gym as gymb  # noqa: E402
 from glove_ros.benchmarks import suite  # noqa: E402
-from glove_ros.benchmarks.frozenlake import parse_scenario  # noqa: E402
+from glove_ros.benchmarks._frozenlake_scenario import parse_scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "bench" / "scenarios" / "suite.yaml"

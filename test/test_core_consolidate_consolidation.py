@@ -1,5 +1,5 @@
-"""Tests of glove_ros.core.consolidate.consolidation: fast writer, trigger, region, the tool
-loop (rule
+"""Tests of glove_ros.core.consolidate (consolidation and the writer, region, tools,
+policies and acceptance modules it drives): fast writer, trigger, region, the tool loop (rule
 policy and a scripted LLM), budgets, cancellation, provenance, acceptance, atomic rewrite and
 undo. A bad or cancelled run must leave the plan memory exactly as it was."""
 
@@ -9,31 +9,35 @@ import math
 
 import pytest
 
-from glove_ros.core.consolidate.consolidation import (
-    TOOLS,
-    ConsolidationConfig,
-    Consolidator,
-    EpisodeTrace,
-    FastWriter,
-    LlmPolicy,
-    PolicyStep,
-    RulePolicy,
-    ToolCall,
-    ToolResult,
-    TraceIndex,
-    Workspace,
-    WriterConfig,
-    episode_from_transitions,
+from glove_ros.core.consolidate.acceptance import (
     evaluate_rewrite,
     evaluation_tasks,
     heldout_tasks,
-    parse_tool_call,
     rehearsal_scorer,
     rehearse_corridor,
     rehearse_find,
+)
+from glove_ros.core.consolidate.consolidation import Consolidator
+from glove_ros.core.consolidate.policies import LlmPolicy, PolicyStep, RulePolicy
+from glove_ros.core.consolidate.region import (
+    ConsolidationConfig,
     select_region,
-    tool_schema,
     trigger_decision,
+)
+from glove_ros.core.consolidate.tools import (
+    TOOLS,
+    ToolCall,
+    ToolResult,
+    Workspace,
+    parse_tool_call,
+    tool_schema,
+)
+from glove_ros.core.consolidate.writer import (
+    EpisodeTrace,
+    FastWriter,
+    TraceIndex,
+    WriterConfig,
+    episode_from_transitions,
 )
 from glove_ros.core.llm.runtime import (
     LlmResult,
@@ -43,8 +47,9 @@ from glove_ros.core.llm.runtime import (
     validate_json,
 )
 from glove_ros.core.memory.experience import Transition
-from glove_ros.core.plan.agent import ACTION_LOOK, ACTION_NAVIGATE
-from glove_ros.core.plan.plan_memory import Edit, PlanEntry, PlanMemoryStore, Provenance
+from glove_ros.core.plan.agent_types import ACTION_LOOK, ACTION_NAVIGATE
+from glove_ros.core.plan.plan_entries import Edit, PlanEntry, Provenance
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.updater import EpisodeOutcome, Observation, Traversal
 
 WPS = ("dock", "hall", "kitchen", "office", "lab")

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from glove_ros.core.llm import models
 from glove_ros.core.llm.models import (
     MODELS,
     ModelFileError,
@@ -17,7 +18,7 @@ from glove_ros.core.llm.models import (
     resolve_model,
     verify,
 )
-from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig, LlmLoadError, models
+from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig, LlmLoadError
 
 # a tiny model made of 11 parts, so that part10 must come after part9 (not after part1)
 _PARTS = [bytes([i]) * (100 + i) for i in range(1, 12)]

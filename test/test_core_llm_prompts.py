@@ -25,7 +25,7 @@ from glove_ros.core.llm.prompts import (
 from glove_ros.core.llm.runtime import ScriptedLlm
 from glove_ros.core.memory.experience import MemoryEntry, Status, Transition
 from glove_ros.core.plan import answers
-from glove_ros.core.plan.agent import LlmPlanner
+from glove_ros.core.plan.agent_policy import LlmPlanner
 
 
 def test_reference_rule():
@@ -82,7 +82,9 @@ def test_fact_source_groups_history_by_status():
 
 
 def test_llm_planner_prompt_carries_plan_notes_and_history():
-    from glove_ros.core.plan.agent import Beliefs, PlanContext, PlanOption, Task, WorldMap
+    from glove_ros.core.plan.agent_memory import Beliefs
+    from glove_ros.core.plan.agent_policy import PlanContext, PlanOption
+    from glove_ros.core.plan.agent_types import Task, WorldMap
 
     wm = SimpleNamespace()
     llm = ScriptedLlm([{"rule": "2 note", "waypoint": "lab"}])

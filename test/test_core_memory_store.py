@@ -499,7 +499,8 @@ def test_closed_store_raises(tmp_path):
 
 def test_opens_a_file_plan_memory_created_first(tmp_path):
     """The plan-gate and consolidation nodes share the memory file and may start first."""
-    from glove_ros.core.plan.plan_memory import Edit, PlanMemoryStore
+    from glove_ros.core.plan.plan_entries import Edit
+    from glove_ros.core.plan.plan_memory import PlanMemoryStore
 
     path = tmp_path / "shared.db"
     plan = PlanMemoryStore(str(path))

@@ -15,26 +15,26 @@ import yaml
 from glove_ros.core.llm.runtime import LlmResult, ScriptedLlm, approx_tokens
 from glove_ros.core.memory.experience import Status, Transition
 from glove_ros.core.memory.store import ExperienceStore
-from glove_ros.core.plan.agent import (
-    ACTION_LOOK,
-    ACTION_NAVIGATE,
-    AgentConfig,
-    Beliefs,
-    Finish,
+from glove_ros.core.plan.agent import AgentConfig, TaskAgent
+from glove_ros.core.plan.agent_memory import Beliefs, MemoryView, StoreMemoryView
+from glove_ros.core.plan.agent_policy import (
     GreedyPlanner,
     LlmPlanner,
     LlmPlannerConfig,
-    Look,
-    MemoryView,
-    NavigateTo,
-    StoreMemoryView,
-    Task,
-    TaskAgent,
-    WorldMap,
     build_planner_messages,
+)
+from glove_ros.core.plan.agent_types import (
+    ACTION_LOOK,
+    ACTION_NAVIGATE,
+    Finish,
+    Look,
+    NavigateTo,
+    Task,
+    WorldMap,
     colors_of,
 )
-from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig
+from glove_ros.core.verify.config import VerifierConfig
+from glove_ros.core.verify.verifier import GloveVerifier
 from glove_ros.core.world.perception import ColorBlockDetector, outcome_signature
 from glove_ros.core.world.sim import Simulator
 from glove_ros.core.world.worldfile import World, load_world, worlds_dir

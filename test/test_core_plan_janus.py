@@ -26,7 +26,8 @@ from glove_ros.core.plan.janus import (
     kmeans,
     make_trigger,
 )
-from glove_ros.core.plan.plan_memory import Edit, PlanMemoryStore
+from glove_ros.core.plan.plan_entries import Edit
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.updater import EpisodeOutcome, Observation, RuleUpdater
 
 # ---------------------------------------------------------------------------- doubles

@@ -8,18 +8,13 @@ import threading
 import pytest
 
 from glove_ros.core.llm.embedding import HashingEmbedder
-from glove_ros.core.plan.plan_memory import (
-    Edit,
-    PlanEntry,
-    PlanMemoryStore,
-    Provenance,
-    StaleCandidateError,
-    apply_edits,
+from glove_ros.core.plan.plan_entries import Edit, PlanEntry, Provenance, apply_edits, slugify
+from glove_ros.core.plan.plan_memory import PlanMemoryStore, StaleCandidateError
+from glove_ros.core.plan.plan_retrieval import (
     assemble_prompt,
     format_entry,
     memory_text,
     rank_entries,
-    slugify,
 )
 
 RED = Edit.add(

@@ -11,22 +11,13 @@ from glove_ros.core.llm.embedding import HashingEmbedder
 from glove_ros.core.llm.runtime import ScriptedLlm
 from glove_ros.core.memory.experience import Transition
 from glove_ros.core.memory.store import ExperienceStore
-from glove_ros.core.plan.agent import (
-    AgentConfig,
-    Beliefs,
-    Finish,
-    GreedyPlanner,
-    Look,
-    NavigateTo,
-    PlanContext,
-    StoreMemoryView,
-    Task,
-    TaskAgent,
-    WorldMap,
-    rank_options,
-)
+from glove_ros.core.plan.agent import AgentConfig, TaskAgent
+from glove_ros.core.plan.agent_memory import Beliefs, StoreMemoryView
+from glove_ros.core.plan.agent_policy import GreedyPlanner, PlanContext, rank_options
+from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task, WorldMap
 from glove_ros.core.plan.janus import GateTask, JanusConfig, JanusGate, Verdict, make_trigger
-from glove_ros.core.plan.plan_memory import Edit, PlanEntry, PlanMemoryStore
+from glove_ros.core.plan.plan_entries import Edit, PlanEntry
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.plan_planner import (
     ExperienceRisk,
     ExperienceTruth,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig, LlmResult, ScriptedLlm
-from glove_ros.core.plan.plan_memory import KINDS, Edit, PlanMemoryStore, Provenance
+from glove_ros.core.plan.plan_entries import KINDS, Edit, Provenance
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.updater import (
     EpisodeOutcome,
     LlmUpdater,

@@ -16,13 +16,14 @@ import pytest
 
 from glove_ros.core.memory.experience import Status, Transition
 from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.detection import (
     NoiseEstimate,
     log_bayes_factor,
     min_history_for_alarm,
     run_length_for_alarm,
 )
-from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig
+from glove_ros.core.verify.verifier import GloveVerifier
 
 THRESHOLD = math.log(1 / 0.02)  # the default alarm_delta
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from glove_ros.core.memory.experience import MemoryEntry, Status, Transition
-from glove_ros.core.plan.agent import Beliefs, WorldMap
+from glove_ros.core.plan.agent_memory import Beliefs
+from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.verify.memory_views import (
     RULE_PARAMS,
     LatestOverwriteView,

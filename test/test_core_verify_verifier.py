@@ -9,13 +9,9 @@ import pytest
 
 from glove_ros.core.memory.experience import EventKind, Source, Status, Transition
 from glove_ros.core.memory.store import ExperienceStore
-from glove_ros.core.verify.verifier import (
-    GloveVerifier,
-    Realignment,
-    VerifierConfig,
-    hoeffding_bound,
-    probe_budget,
-)
+from glove_ros.core.verify.config import VerifierConfig, hoeffding_bound, probe_budget
+from glove_ros.core.verify.events import Realignment
+from glove_ros.core.verify.verifier import GloveVerifier
 
 
 def T(state="wp3", action="look_at", outcome="colors=red", **kw) -> Transition:

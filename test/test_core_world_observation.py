@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from glove_ros.core.memory.experience import Source
-from glove_ros.core.plan.agent import ACTION_LOOK
+from glove_ros.core.plan.agent_types import ACTION_LOOK
 from glove_ros.core.world.observation import (
     LOOK_ACTION,
     Frame,

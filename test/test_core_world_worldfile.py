@@ -7,12 +7,9 @@ import math
 
 import pytest
 
+from glove_ros.core.world.worldevents import EVENT_TYPES, BlockEdge, OpenEdge, SwapBlocks
 from glove_ros.core.world.worldfile import (
     BLOCK_COLORS,
-    EVENT_TYPES,
-    BlockEdge,
-    OpenEdge,
-    SwapBlocks,
     World,
     load_world,
     resolve_world_path,

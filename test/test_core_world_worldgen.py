@@ -7,17 +7,14 @@ import itertools
 import pytest
 
 from glove_ros.core.world.sim import WorldState
-from glove_ros.core.world.worldfile import (
-    BLOCK_COLORS,
+from glove_ros.core.world.worldevents import (
     BlockEdge,
     MissDetections,
     MoveBlock,
     OpenEdge,
     SwapBlocks,
-    World,
-    edge_key,
-    load_world,
 )
+from glove_ros.core.world.worldfile import BLOCK_COLORS, World, edge_key, load_world
 from glove_ros.core.world.worldgen import (
     DRIFT_KINDS,
     GRID_SPACING,

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ros
 
 from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
 
-from glove_ros.core.consolidate.consolidation import FastWriter  # noqa: E402
+from glove_ros.core.consolidate.writer import FastWriter  # noqa: E402
 from glove_ros.core.plan.plan_memory import PlanMemoryStore  # noqa: E402
 from glove_ros.core.plan.updater import EpisodeOutcome, Observation, Traversal  # noqa: E402
 
@@ -265,7 +265,9 @@ def test_report_message_carries_the_core_report():
     import math
 
     from glove_ros import conversions as conv
-    from glove_ros.core.consolidate.consolidation import ConsolidationReport, Evaluation, ToolRecord
+    from glove_ros.core.consolidate.acceptance import Evaluation
+    from glove_ros.core.consolidate.consolidation import ConsolidationReport
+    from glove_ros.core.consolidate.tools import ToolRecord
 
     tools = tuple(ToolRecord(step=i, tool="read_region" if i % 2 else "write_entry",
                              call="{}", ok=i != 3, error="bad" if i == 3 else None, tokens=i)

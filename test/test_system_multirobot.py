@@ -2,7 +2,7 @@
 
 Both graphs start from the same parameter file (config/sim.yaml, sections /**/<node>)
 with per-robot sections /robot1/<node> and /robot2/<node> appended, exactly as a user
-would run two robots (README, "Several robots"). Each robot has its own simulator (its
+would run two robots (docs/robot.md, "Several robots"). Each robot has its own simulator (its
 own simulated clock on <ns>/clock), perception, memory and planner. What must hold: each
 robot runs a task through its own run_task; each memory holds only its own robot's
 transitions, in its own database; the shared sections reach namespaced nodes (nothing

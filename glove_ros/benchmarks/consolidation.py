@@ -7,7 +7,7 @@ seeded random waypoint it drives corridor by corridor to seeded random targets, 
 every new waypoint, until it sees the colour or its drive budget is spent; blocked corridors
 are found by driving into them, and a look misses a block with probability ``miss_rate``
 (nuisance). The same episodes feed every arm's fast writer
-(:class:`~glove_ros.core.consolidate.consolidation.FastWriter`), so the arms differ only in what
+(:class:`~glove_ros.core.consolidate.writer.FastWriter`), so the arms differ only in what
 consolidation does with the memory:
 
   writer_only   fast writes only (the paper's "Writer-only")
@@ -22,12 +22,11 @@ Measured per episode and arm, side by side: active memory tokens (the whole plan
 the planner-facing text, approximate tokens) and entries, and task success by *rehearsal*:
 before the episode runs, the planner's first decision for the task is rehearsed on the memory
 it would read (ranked for the task, under ``planner_budget_tokens``;
-:func:`~glove_ros.core.consolidate.consolidation.rehearse_find`) and counts as a success when
-the block
-is really there (simulator ground truth). Corridor accuracy: for every corridor any event
-blocks, does memory believe its current state (:func:`~glove_ros.core.consolidate.consolidation.
-rehearse_corridor`)? Per consolidation run: status, tokens before / after, compression,
-fan-in, steps, time and LLM tokens.
+:func:`~glove_ros.core.consolidate.acceptance.rehearse_find`) and counts as a success when
+the block is really there (simulator ground truth). Corridor accuracy: for every corridor
+any event blocks, does memory believe its current state
+(:func:`~glove_ros.core.consolidate.acceptance.rehearse_corridor`)? Per consolidation run:
+status, tokens before / after, compression, fan-in, steps, time and LLM tokens.
 
 This is a rehearsal benchmark: the explorer does not use memory, so success is "memory gives
 the planner the right first goal", not the JetRover core loop's steps per task (that is
@@ -80,18 +79,17 @@ from typing import Any
 import numpy as np
 import yaml
 
-from glove_ros.core.consolidate.consolidation import (
-    ConsolidationConfig,
-    ConsolidationReport,
-    Consolidator,
-    FastWriter,
-    LlmPolicy,
-    RulePolicy,
+from glove_ros.core.consolidate.acceptance import (
     memory_tokens,
     rehearse_corridor,
     rehearse_find,
 )
-from glove_ros.core.plan.plan_memory import Edit, PlanEntry, PlanMemoryStore
+from glove_ros.core.consolidate.consolidation import ConsolidationReport, Consolidator
+from glove_ros.core.consolidate.policies import LlmPolicy, RulePolicy
+from glove_ros.core.consolidate.region import ConsolidationConfig
+from glove_ros.core.consolidate.writer import FastWriter
+from glove_ros.core.plan.plan_entries import Edit, PlanEntry
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.updater import EpisodeOutcome, Observation, Traversal
 from glove_ros.core.world.sim import WorldState
 from glove_ros.core.world.worldfile import World, edge_key, load_world

@@ -537,13 +537,9 @@ async def _crashes(f: _Fleet, args: argparse.Namespace, workdir: Path) -> dict[s
 
 def run_value(world_name: str, robots: int, workdir: Path) -> dict[str, Any]:
     """The drifting-world value phase (module docstring): alone vs shared."""
-    from glove_ros.benchmarks.jetrover import (
-        FAST_FRAME,
-        FAST_MIN_AREA,
-        FAST_NAV_DT,
-        BenchConfig,
-        ModeRunner,
-    )
+    from glove_ros.benchmarks._jetrover_config import BenchConfig
+    from glove_ros.benchmarks._jetrover_runner import ModeRunner
+    from glove_ros.benchmarks.jetrover import FAST_FRAME, FAST_MIN_AREA, FAST_NAV_DT
     from glove_ros.core.memory.fleet import Outbox
     from glove_ros.core.world.worldfile import load_world
     from glove_ros.paths import resolve_world

@@ -17,7 +17,7 @@ uses, and scores the answers automatically:
   then tells the planner (:func:`~glove_ros.core.plan.plan_planner.plan_prior`): the block's new
   place must be preferred and its old, refuted place not.
 * ``consolidate`` -- a short dock-time consolidation tool loop (:class:`~glove_ros.core.
-  consolidation.LlmPolicy`, read calls executed, up to 9 calls) over a journaled region
+  consolidate.policies.LlmPolicy`, read calls executed, up to 9 calls) over a journaled region
   where one fact is still to be written: the first ``synthesize`` must be the right fact
   (colour + latest waypoint) with provenance (the episode that saw it, only region
   episodes); latency is per call.
@@ -40,7 +40,6 @@ import argparse
 import random
 import resource
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +58,7 @@ from glove_ros.core.llm.prompts import (
     decision_schema,
     reference_choice,
 )
+from glove_ros.progress import Progress, add_progress_argument
 
 JOBS = ("waypoint", "parse", "reflect", "consolidate")
 COLOURS = ("red", "blue", "green", "yellow")
@@ -316,7 +316,7 @@ def run_parse(llm: Any, cases: Sequence[ParseCase], timeout_s: float) -> JobStat
 
 def _reflect_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     """(entries, outcome, colour, new waypoint, old waypoint or None, kind)."""
-    from glove_ros.core.plan.plan_memory import PlanEntry, Provenance
+    from glove_ros.core.plan.plan_entries import PlanEntry, Provenance
     from glove_ros.core.plan.updater import EpisodeOutcome, Observation
 
     out = []
@@ -348,7 +348,7 @@ def _reflect_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
 
 def run_reflect(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float) -> JobStats:
     """LLM updater reflections, judged by the plan prior of the edited memory."""
-    from glove_ros.core.plan.plan_memory import apply_edits
+    from glove_ros.core.plan.plan_entries import apply_edits
     from glove_ros.core.plan.plan_planner import plan_prior
     from glove_ros.core.plan.updater import LlmUpdater
 
@@ -383,13 +383,10 @@ def _consolidate_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     first colour at its new place, citing the episode that saw it there."""
     import tempfile
 
-    from glove_ros.core.consolidate.consolidation import (
-        ConsolidationConfig,
-        Consolidator,
-        FastWriter,
-        ToolCall,
-        Workspace,
-    )
+    from glove_ros.core.consolidate.consolidation import Consolidator
+    from glove_ros.core.consolidate.region import ConsolidationConfig
+    from glove_ros.core.consolidate.tools import ToolCall, Workspace
+    from glove_ros.core.consolidate.writer import FastWriter
     from glove_ros.core.plan.plan_memory import PlanMemoryStore
     from glove_ros.core.plan.updater import EpisodeOutcome, Observation
 
@@ -426,7 +423,7 @@ def run_consolidate(llm: Any, cases: Sequence[tuple[Any, ...]], timeout_s: float
     provenance). ``terminate``, an invalid call or ``max_calls`` reads without a synthesize
     is wrong; an invalid call is a fallback (the run would abort, memory unchanged).
     Latency and tokens are per call."""
-    from glove_ros.core.consolidate.consolidation import LlmPolicy
+    from glove_ros.core.consolidate.policies import LlmPolicy
 
     st = JobStats("consolidate")
     for _store, region, ws, colour, wp, ep in cases:
@@ -513,6 +510,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="waypoint cases re-run cold for the prefix speed-up (default 5)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--json", action="store_true", help="print the JSON document")
+    add_progress_argument(parser)
 
 
 _BAR: Any = None  # the progress bar of a `glove-ros bench llm` run (one tick per case)
@@ -621,15 +619,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {exc}")
         return 2
     load_s = time.monotonic() - t0
-    from tqdm import tqdm
-
     from glove_ros.core.plan.tasks import INTENTS
 
     per_job = {"waypoint": args.cases, "parse": len(INTENTS) * 4,
                "reflect": args.small_cases, "consolidate": args.small_cases}
     global _BAR
-    _BAR = tqdm(total=sum(per_job.get(j, 0) for j in jobs), desc="cases", unit="case",
-                file=sys.stderr, leave=False, dynamic_ncols=True)
+    _BAR = Progress(sum(per_job.get(j, 0) for j in jobs), "cases", "case",
+                    enabled=getattr(args, "progress", None))
     try:
         jobs_out = run(llm, jobs, cases=args.cases, small_cases=args.small_cases,
                        seed=args.seed, timeout_s=args.timeout,

@@ -46,7 +46,8 @@ import numpy as np
 
 from glove_ros.core.memory.experience import Transition
 from glove_ros.core.memory.store import ExperienceStore
-from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig
+from glove_ros.core.verify.config import VerifierConfig
+from glove_ros.core.verify.verifier import GloveVerifier
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 NEIGHBOURS = 4

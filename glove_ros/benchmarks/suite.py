@@ -192,7 +192,7 @@ def _set(desc: Sequence[str], tile: tuple[int, int], ch: str) -> list[str]:
 
 def generate_frozenlake(seed: int, *, slippery: bool = False, sizes: Sequence[int] = (4, 8),
                         episodes: int = 20, hole_density: float = 0.15) -> dict[str, Any]:
-    """A FrozenLake drift scenario (the dict :func:`frozenlake.parse_scenario` reads).
+    """A FrozenLake drift scenario (the dict :func:`_frozenlake_scenario.parse_scenario` reads).
 
     Deterministic per seed. S top-left, G bottom-right, random holes (the map stays
     solvable). Drift I closes the learnt (shortest) route at a tile of it; drift II (2-3
@@ -321,18 +321,20 @@ class _Tracker:
 def run_frozenlake_world(data: Mapping[str, Any], method: str,
                          params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One generated FrozenLake world x one method: the suite's per-world record."""
-    from glove_ros.benchmarks import frozenlake as fl
+    from glove_ros.benchmarks._frozenlake_agent import HOLE, make_env, true_model
+    from glove_ros.benchmarks._frozenlake_runner import Runner
+    from glove_ros.benchmarks._frozenlake_scenario import parse_scenario
 
-    sc = fl.parse_scenario(dict(data), default_name=str(data.get("name", "gen")))
-    rule = make_rule(method, sc.glove, is_negative=lambda o, r: o[1] == fl.HOLE,
+    sc = parse_scenario(dict(data), default_name=str(data.get("name", "gen")))
+    rule = make_rule(method, sc.glove, is_negative=lambda o, r: o[1] == HOLE,
                      params=params)
     tracker = _Tracker(rule)
-    runner = fl.Runner(sc, rule)
+    runner = Runner(sc, rule)
     maps = sc.maps()
     models = []
     for desc in maps:
-        env = fl.make_env(desc, sc)
-        models.append(fl.true_model(env))
+        env = make_env(desc, sc)
+        models.append(true_model(env))
         env.close()
     orig_begin = rule.begin_phase
     phase_index = {"source": 0, **{p.name: i + 1 for i, p in enumerate(sc.phases)}}
@@ -401,7 +403,7 @@ def _waypoint_method(method: str, params: Mapping[str, Any] | None
 
 def _waypoint_runner(nuisance_only: bool, opts: Mapping[str, Any]) -> Callable[..., Any]:
     from glove_ros.benchmarks import jetrover
-    from glove_ros.core.world.worldfile import worldgen
+    from glove_ros.core.world import worldgen
 
     kinds = tuple(opts.get("kinds") or [k for k in worldgen.DRIFT_KINDS if k != "nuisance"])
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from glove_ros.cli.main import NODES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 # module -> (title, file pattern); the schema is the docstring's indented ``::`` block or,
 # failing that, the docstring paragraph that starts with "Scenario".

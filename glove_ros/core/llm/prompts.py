@@ -28,7 +28,7 @@ What makes a 0.5-1.5B model choose well (measured with ``glove-ros bench llm``):
 3. else the nearest option without trusted memory (unexplored, or its memory suppressed);
 4. else the nearest option.
 
-ROS-free; :class:`~glove_ros.core.plan.agent.LlmPlanner` builds its messages here.
+ROS-free; :class:`~glove_ros.core.plan.agent_policy.LlmPlanner` builds its messages here.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ replaces M_{t-1}:
 
 1. **Memory momentum trigger.** phi is the text embedding of the whole memory
    (:meth:`~glove_ros.core.llm.embedding.TextEmbedder.embed_document` of
-   :func:`~glove_ros.core.plan.plan_memory.memory_text`). With z_t = phi(M_hat_t) - phi(M_{t-1})
+   :func:`~glove_ros.core.plan.plan_retrieval.memory_text`). With z_t = phi(M_hat_t) - phi(M_{t-1})
    and the momentum m_t = beta m_{t-1} + (1 - beta) z_t, the gate compares the two memories
    only when cos(z_t, m_{t-1}) < tau -- an update that turns away from the recent direction
    of travel. Otherwise it accepts directly. The first ``warmup`` updates are accepted

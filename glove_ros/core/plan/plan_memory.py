@@ -1,23 +1,32 @@
-"""Plan memory M: short typed text entries the LLM planner reads (DESIGN.md sections 2, 4, 5).
+"""Plan memory M: the versioned store of the planner's text entries (DESIGN.md sections 2, 4, 5).
 
-Three separately testable pieces:
+Plan memory is three separately testable pieces:
 
-1. **Storage** -- :class:`PlanMemoryStore`, versioned, in SQLite (WAL). Tables are prefixed
-   ``plan_`` so the file can be shared with experience memory. Every version is an immutable
-   snapshot (an ordered list of immutable entry rows); the *active* version is a pointer.
-   A :class:`Candidate` is an edit set applied to the active version and stored as an
-   undeployed version; :meth:`PlanMemoryStore.deploy` moves the pointer to it,
+1. **Storage** -- this module: :class:`PlanMemoryStore`, versioned, in SQLite (WAL). Tables
+   are prefixed ``plan_`` so the file can be shared with experience memory. Every version is
+   an immutable snapshot (an ordered list of immutable entry rows); the *active* version is a
+   pointer. A :class:`Candidate` is an edit set applied to the active version and stored as
+   an undeployed version; :meth:`PlanMemoryStore.deploy` moves the pointer to it,
    :meth:`PlanMemoryStore.reject` marks it rejected (kept for audit),
    :meth:`PlanMemoryStore.rollback` moves the pointer back to any deployed version in one call.
    Nothing is ever deleted: removed and replaced entries stay in older versions, every edit
    keeps its reason (:meth:`PlanMemoryStore.history`, :meth:`PlanMemoryStore.archived`), and
    :meth:`PlanMemoryStore.append` is the append-only fast writer (Auto-Dreamer) that journals
    each write with its episode trace.
-2. **Retrieval** -- :func:`rank_entries`: order entries for a query (lexical overlap, plus
-   embedding cosine when an embedder is given), negative lessons first on ties.
-3. **Prompt assembly** -- :func:`assemble_prompt`: the text the planner reads, under a token
-   budget; :func:`memory_text` is the whole memory as one canonical text (what the Janus
-   trigger embeds).
+2. **Retrieval** -- :func:`~glove_ros.core.plan.plan_retrieval.rank_entries`: order entries
+   for a query (lexical overlap, plus embedding cosine when an embedder is given), negative
+   lessons first on ties.
+3. **Prompt assembly** -- :func:`~glove_ros.core.plan.plan_retrieval.assemble_prompt`: the
+   text the planner reads, under a token budget;
+   :func:`~glove_ros.core.plan.plan_retrieval.memory_text` is the whole memory as one
+   canonical text (what the Janus trigger embeds).
+
+The entries themselves (:class:`~glove_ros.core.plan.plan_entries.PlanEntry`,
+:class:`~glove_ros.core.plan.plan_entries.Edit`, validation and
+:func:`~glove_ros.core.plan.plan_entries.apply_edits`) are in
+:mod:`glove_ros.core.plan.plan_entries`; retrieval and prompt assembly in
+:mod:`glove_ros.core.plan.plan_retrieval`. This module keeps the SQLite storage and the
+records it answers with (versions, revisions, archived entries, journal, audit events).
 
 Versions are positive ints (the ROS ``GateDecision.active_version`` string is ``str(v)``).
 Version 1 is the empty memory created with a new database.
@@ -26,51 +35,42 @@ Version 1 is the empty memory created with a new database.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from glove_ros.core.llm.runtime import approx_tokens
 from glove_ros.core.memory.store_check import retry_while_busy
+from glove_ros.core.plan.plan_entries import (
+    MAX_NAME,
+    Edit,
+    PlanEntry,
+    Provenance,
+    _check_name,
+    apply_edits,
+)
+from glove_ros.core.plan.plan_retrieval import (
+    RenderedMemory,
+    assemble_prompt,
+    memory_text,
+    rank_entries,
+)
 
 __all__ = [
-    "KINDS",
-    "OPS",
-    "Provenance",
-    "PlanEntry",
-    "Edit",
     "Candidate",
     "VersionInfo",
     "EntryRevision",
     "ArchivedEntry",
     "JournalRecord",
     "MemoryEvent",
-    "RenderedMemory",
     "PlanMemoryStore",
     "StaleCandidateError",
-    "apply_edits",
-    "slugify",
-    "format_entry",
-    "memory_text",
-    "rank_entries",
-    "assemble_prompt",
 ]
 
-#: Entry kinds: facts about the world, how-to procedures, negative lessons (what to avoid).
-KINDS = ("semantic", "procedure", "negative")
-#: Edit operations.
-OPS = ("add", "edit", "remove")
-MAX_NAME = 64
-MAX_BODY = 600
-MAX_META_BYTES = 4096
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
 _SCHEMA_VERSION = "1"
 
 
@@ -79,168 +79,7 @@ class StaleCandidateError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------
-# value types
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What supports an entry: episode ids and experience-memory transition ids."""
-
-    episodes: tuple[str, ...] = ()
-    transitions: tuple[int, ...] = ()
-
-    def validate(self) -> Provenance:
-        """Raise ``ValueError`` unless episodes are non-empty strings and transitions ints >= 0."""
-        if not isinstance(self.episodes, tuple) or not isinstance(self.transitions, tuple):
-            raise ValueError("Provenance.episodes and .transitions must be tuples")
-        for e in self.episodes:
-            if not isinstance(e, str) or not e or len(e) > 128:
-                raise ValueError(f"episode id must be a non-empty string <= 128 chars: {e!r}")
-        for t in self.transitions:
-            if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-                raise ValueError(f"transition id must be an int >= 0: {t!r}")
-        return self
-
-    def merged(self, other: Provenance) -> Provenance:
-        """Union, keeping first-seen order."""
-        return Provenance(
-            tuple(dict.fromkeys(self.episodes + other.episodes)),
-            tuple(dict.fromkeys(self.transitions + other.transitions)),
-        )
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing is linked."""
-        return not self.episodes and not self.transitions
-
-
-@dataclass(frozen=True)
-class PlanEntry:
-    """One plan-memory entry.
-
-    Attributes:
-        kind: ``"semantic"`` (a fact), ``"procedure"`` (how to do something) or
-            ``"negative"`` (a lesson: what to avoid).
-        name: short unique key within a version (``[A-Za-z0-9][A-Za-z0-9_.:-]*``, <= 64).
-        body: one line of text the planner reads (<= 600 chars, no newline).
-        provenance: episodes and transitions that support it.
-        meta: small JSON-able dict for machine use (e.g. the rule updater's waypoint sets);
-            not rendered for the planner.
-        source: who wrote it ("rule", "llm", "fast_writer", "consolidator", "manual", ...).
-        entry_id: database row id (``None`` before it is stored). Rows are immutable: an edit
-            makes a new row.
-        created_at: UNIX time the row was written.
-    """
-
-    kind: str
-    name: str
-    body: str
-    provenance: Provenance = field(default_factory=Provenance)
-    meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    source: str = "manual"
-    entry_id: int | None = None
-    created_at: float = 0.0
-
-    def validate(self) -> PlanEntry:
-        """Raise ``ValueError`` with the reason if a field is invalid. Returns ``self``."""
-        _check_kind(self.kind)
-        _check_name(self.name)
-        _check_body(self.body)
-        if not isinstance(self.provenance, Provenance):
-            raise ValueError("provenance must be a Provenance")
-        self.provenance.validate()
-        _check_meta(self.meta)
-        if not isinstance(self.source, str) or not self.source or len(self.source) > 64:
-            raise ValueError(f"source must be a non-empty string <= 64 chars: {self.source!r}")
-        return self
-
-    def same_content(self, other: PlanEntry) -> bool:
-        """True when kind, name, body, provenance and meta are equal (ids ignored)."""
-        return (
-            self.kind == other.kind
-            and self.name == other.name
-            and self.body == other.body
-            and self.provenance == other.provenance
-            and dict(self.meta) == dict(other.meta)
-        )
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One operation of an edit set.
-
-    - ``add``: new entry ``name`` (must not exist); ``kind`` and ``body`` required.
-    - ``edit``: replace entry ``name`` (must exist); ``kind`` / ``body`` / ``meta`` left
-      ``None`` keep the old value; a non-empty ``provenance`` replaces the old one (the old
-      row and its provenance stay in history), an empty one keeps it.
-    - ``remove``: drop ``name`` from the new version (must exist); ``reason`` required --
-      nothing is removed silently, and the row stays in older versions.
-    """
-
-    op: str
-    name: str
-    kind: str | None = None
-    body: str | None = None
-    provenance: Provenance = field(default_factory=Provenance)
-    meta: Mapping[str, Any] | None = field(default=None, hash=False)
-    reason: str = ""
-
-    @classmethod
-    def add(
-        cls,
-        kind: str,
-        name: str,
-        body: str,
-        provenance: Provenance | None = None,
-        meta: Mapping[str, Any] | None = None,
-        reason: str = "",
-    ) -> Edit:
-        """An ``add`` edit."""
-        return cls("add", name, kind, body, provenance or Provenance(), meta, reason)
-
-    @classmethod
-    def change(
-        cls,
-        name: str,
-        body: str | None = None,
-        kind: str | None = None,
-        provenance: Provenance | None = None,
-        meta: Mapping[str, Any] | None = None,
-        reason: str = "",
-    ) -> Edit:
-        """An ``edit`` edit (named ``change`` to avoid clashing with the op string)."""
-        return cls("edit", name, kind, body, provenance or Provenance(), meta, reason)
-
-    @classmethod
-    def remove(cls, name: str, reason: str) -> Edit:
-        """A ``remove`` edit."""
-        return cls("remove", name, reason=reason)
-
-    def validate(self) -> Edit:
-        """Check the edit on its own (existence of ``name`` is checked by :func:`apply_edits`)."""
-        if self.op not in OPS:
-            raise ValueError(f"edit op must be one of {OPS}, got {self.op!r}")
-        _check_name(self.name)
-        if not isinstance(self.reason, str) or len(self.reason) > 500:
-            raise ValueError("edit reason must be a string <= 500 chars")
-        if not isinstance(self.provenance, Provenance):
-            raise ValueError("edit provenance must be a Provenance")
-        self.provenance.validate()
-        if self.meta is not None:
-            _check_meta(self.meta)
-        if self.op == "add" and (self.kind is None or self.body is None):
-            raise ValueError(f"add {self.name!r}: kind and body are required")
-        if self.op in ("add", "edit"):
-            if self.kind is not None:
-                _check_kind(self.kind)
-            if self.body is not None:
-                _check_body(self.body)
-        if self.op == "remove":
-            if self.kind is not None or self.body is not None:
-                raise ValueError(f"remove {self.name!r}: give no kind or body")
-            if not self.reason.strip():
-                raise ValueError(f"remove {self.name!r}: a reason is required (never silently)")
-        return self
+# records the store answers with
 
 
 @dataclass(frozen=True)
@@ -257,7 +96,8 @@ class Candidate:
 
     @property
     def text(self) -> str:
-        """The candidate memory M_hat as one canonical text (:func:`memory_text`)."""
+        """The candidate memory M_hat as one canonical text
+        (:func:`~glove_ros.core.plan.plan_retrieval.memory_text`)."""
         return memory_text(self.entries)
 
     @property
@@ -334,231 +174,6 @@ class MemoryEvent:
     event: str
     version: int | None
     detail: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class RenderedMemory:
-    """The planner's view of memory under a token budget."""
-
-    text: str
-    tokens: int
-    included: tuple[str, ...]
-    dropped: tuple[str, ...]
-
-
-# --------------------------------------------------------------------------------------------
-# validation helpers
-
-
-def _check_kind(kind: object) -> None:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > MAX_NAME:
-        raise ValueError(
-            f"name must match [A-Za-z0-9][A-Za-z0-9_.:-]* and be <= {MAX_NAME} chars: {name!r} "
-            "(use slugify())"
-        )
-
-
-def _check_body(body: object) -> None:
-    if not isinstance(body, str) or not body.strip():
-        raise ValueError("body must be a non-empty string")
-    if len(body) > MAX_BODY:
-        raise ValueError(f"body is {len(body)} chars, more than {MAX_BODY}")
-    if "\n" in body or "\r" in body:
-        raise ValueError("body must be one line (no newline): the planner reads one per entry")
-
-
-def _check_meta(meta: object) -> None:
-    if not isinstance(meta, Mapping):
-        raise ValueError("meta must be a dict")
-    try:
-        blob = json.dumps(dict(meta), sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"meta must be JSON-serialisable: {exc}") from exc
-    if len(blob) > MAX_META_BYTES:
-        raise ValueError(f"meta is {len(blob)} bytes as JSON, more than {MAX_META_BYTES}")
-
-
-def slugify(text: str, max_len: int = MAX_NAME) -> str:
-    """Turn free text into a valid entry name: lower-case, ``[a-z0-9_.:-]``, <= ``max_len``.
-
-    Returns ``""`` when nothing usable is left.
-    """
-    s = re.sub(r"[^a-z0-9_.:\-]+", "_", str(text).strip().lower())
-    s = re.sub(r"_+", "_", s).strip("_.:-")
-    return s[:max_len].rstrip("_.:-")
-
-
-# --------------------------------------------------------------------------------------------
-# pure edit application
-
-
-def apply_edits(
-    entries: Sequence[PlanEntry], edits: Sequence[Edit], *, source: str = "manual"
-) -> list[PlanEntry]:
-    """The entries after ``edits`` (pure; ``entries`` is not modified).
-
-    Edited entries keep their position, added ones are appended, removed ones dropped. New
-    and replaced entries get ``entry_id=None`` (not stored yet) and ``source``.
-
-    Raises:
-        ValueError: an invalid edit, several edits of one name, ``add`` of an existing name,
-            ``edit`` / ``remove`` of a missing one, or an empty edit set.
-    """
-    edits = list(edits)
-    if not edits:
-        raise ValueError("an edit set needs at least one edit")
-    seen: set[str] = set()
-    for e in edits:
-        if not isinstance(e, Edit):
-            raise ValueError(f"edits must be Edit objects, got {type(e).__name__}")
-        e.validate()
-        if e.name in seen:
-            raise ValueError(f"several edits of {e.name!r} in one edit set")
-        seen.add(e.name)
-    index = {x.name: i for i, x in enumerate(entries)}
-    out: list[PlanEntry | None] = list(entries)
-    for e in edits:
-        if e.op == "add":
-            if e.name in index:
-                raise ValueError(f"add {e.name!r}: an entry of that name exists (use edit)")
-            assert e.kind is not None and e.body is not None
-            new = PlanEntry(e.kind, e.name, e.body, e.provenance, dict(e.meta or {}), source)
-            out.append(new.validate())
-            continue
-        if e.name not in index:
-            raise ValueError(f"{e.op} {e.name!r}: no entry of that name in the base version")
-        i = index[e.name]
-        old = entries[i]
-        if e.op == "remove":
-            out[i] = None
-        else:
-            new = PlanEntry(
-                e.kind if e.kind is not None else old.kind,
-                old.name,
-                e.body if e.body is not None else old.body,
-                old.provenance if e.provenance.empty else e.provenance,
-                dict(old.meta) if e.meta is None else dict(e.meta),
-                source,
-            ).validate()
-            out[i] = new
-    return [x for x in out if x is not None]
-
-
-# --------------------------------------------------------------------------------------------
-# retrieval and prompt assembly
-
-
-def format_entry(entry: PlanEntry) -> str:
-    """One line: ``- [kind] name: body``."""
-    return f"- [{entry.kind}] {entry.name}: {entry.body}"
-
-
-def memory_text(entries: Iterable[PlanEntry]) -> str:
-    """The whole memory as one canonical text, one :func:`format_entry` line per entry in
-    version order. This is phi's input in the Janus trigger; ``""`` for an empty memory."""
-    return "\n".join(format_entry(e) for e in entries)
-
-
-_KIND_BONUS = {"negative": 0.02, "procedure": 0.01, "semantic": 0.0}
-_WORDS = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
-
-
-def _words(text: str) -> set[str]:
-    out: set[str] = set()
-    for w in _WORDS.findall(text.lower()):
-        out.add(w)
-        if "_" in w:
-            out.update(p for p in w.split("_") if p)
-    return out
-
-
-def rank_entries(
-    entries: Sequence[PlanEntry],
-    query: str | None = None,
-    *,
-    embedder: Any = None,
-) -> list[tuple[PlanEntry, float]]:
-    """Entries with a relevance score, best first.
-
-    Without a query every entry scores its kind bonus (negative lessons, then procedures,
-    then facts; newest first within a kind). With a query the score is the share of query
-    words found in the entry (names split on ``_``, so ``block_red`` matches "red"), plus,
-    when ``embedder`` (a :class:`~glove_ros.core.llm.embedding.TextEmbedder`) is given, the
-    cosine of the query and entry vectors, averaged with it; the kind bonus breaks ties.
-    """
-    entries = list(entries)
-    if not entries:
-        return []
-    scores = np.array([_KIND_BONUS[e.kind] for e in entries], dtype=np.float64)
-    if query:
-        q = _words(query)
-        if q:
-            lex = np.array(
-                [len(q & _words(f"{e.name} {e.body}")) / len(q) for e in entries],
-                dtype=np.float64,
-            )
-        else:
-            lex = np.zeros(len(entries))
-        if embedder is not None:
-            vecs = embedder.embed([query] + [f"{e.name}: {e.body}" for e in entries])
-            cos = vecs[1:] @ vecs[0]
-            lex = 0.5 * lex + 0.5 * np.clip(cos, 0.0, 1.0)
-        scores = scores + lex
-    order = sorted(
-        range(len(entries)),
-        key=lambda i: (-scores[i], -(entries[i].entry_id or 0), i),
-    )
-    return [(entries[i], float(scores[i])) for i in order]
-
-
-def assemble_prompt(
-    ranked: Sequence[PlanEntry] | Sequence[tuple[PlanEntry, float]],
-    budget_tokens: int | None = None,
-    *,
-    count_tokens: Callable[[str], int] = approx_tokens,
-    header: str = "Plan memory:",
-) -> RenderedMemory:
-    """The text the planner reads: ``header`` then one line per entry, in the given order,
-    skipping entries that do not fit ``budget_tokens`` (``None`` = no budget).
-
-    The whole text is re-counted at the end with ``count_tokens`` and trailing entries are
-    dropped until it fits, so ``result.tokens <= budget_tokens`` always holds. An empty memory,
-    or a budget too small for the header, gives ``text == ""``.
-    """
-    items = [x[0] if isinstance(x, tuple) else x for x in ranked]
-    if budget_tokens is not None and (not isinstance(budget_tokens, int) or budget_tokens < 0):
-        raise ValueError(f"budget_tokens must be an int >= 0 or None (got {budget_tokens!r})")
-    if not items:
-        return RenderedMemory("", 0, (), ())
-    head_cost = count_tokens(header) + 1
-    if budget_tokens is not None and head_cost > budget_tokens:
-        return RenderedMemory("", 0, (), tuple(e.name for e in items))
-    used = head_cost
-    chosen: list[PlanEntry] = []
-    dropped: list[str] = []
-    for e in items:
-        cost = count_tokens(format_entry(e)) + 1
-        if budget_tokens is None or used + cost <= budget_tokens:
-            chosen.append(e)
-            used += cost
-        else:
-            dropped.append(e.name)
-
-    def build(es: list[PlanEntry]) -> str:
-        return "\n".join([header] + [format_entry(e) for e in es]) if es else ""
-
-    text = build(chosen)
-    n = count_tokens(text) if text else 0
-    while budget_tokens is not None and chosen and n > budget_tokens:
-        dropped.insert(0, chosen.pop().name)
-        text = build(chosen)
-        n = count_tokens(text) if text else 0
-    return RenderedMemory(text, n, tuple(e.name for e in chosen), tuple(dropped))
 
 
 # --------------------------------------------------------------------------------------------
@@ -860,7 +475,8 @@ class PlanMemoryStore:
         return None
 
     def text(self, version: int | None = None) -> str:
-        """The whole memory of ``version`` as canonical text (:func:`memory_text`)."""
+        """The whole memory of ``version`` as canonical text
+        (:func:`~glove_ros.core.plan.plan_retrieval.memory_text`)."""
         return memory_text(self.entries(version))
 
     def version_info(self, version: int | None = None) -> VersionInfo:
@@ -904,7 +520,7 @@ class PlanMemoryStore:
         """Apply ``edits`` to the active version and store the result as a candidate.
 
         The active version does not change. Raises ``ValueError`` (nothing written) for an
-        invalid edit set (see :func:`apply_edits`).
+        invalid edit set (see :func:`~glove_ros.core.plan.plan_entries.apply_edits`).
         """
         _check_source(source)
         with self._tx() as db:
@@ -1168,7 +784,8 @@ class PlanMemoryStore:
         count_tokens: Callable[[str], int] = approx_tokens,
         embedder: Any = None,
     ) -> RenderedMemory:
-        """Retrieval (:func:`rank_entries`) then assembly (:func:`assemble_prompt`) of
+        """Retrieval (:func:`~glove_ros.core.plan.plan_retrieval.rank_entries`) then assembly
+        (:func:`~glove_ros.core.plan.plan_retrieval.assemble_prompt`) of
         ``version`` (default: active) for the planner."""
         return assemble_prompt(
             rank_entries(self.entries(version), query, embedder=embedder),

@@ -63,24 +63,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from glove_ros.core.plan.agent import (
+from glove_ros.core.plan.agent_memory import Beliefs, LookBelief, MemoryView
+from glove_ros.core.plan.agent_policy import GreedyPlanner, PlanContext, PlanDecision, rank_options
+from glove_ros.core.plan.agent_types import (
     ACTION_LOOK,
     ACTION_NAVIGATE,
     OUTCOME_BLOCKED,
     OUTCOME_REACHED,
-    Beliefs,
-    GreedyPlanner,
-    LookBelief,
-    MemoryView,
-    PlanContext,
-    PlanDecision,
     Task,
     WorldMap,
     colors_of,
-    rank_options,
 )
 from glove_ros.core.plan.janus import GateDecision, GateTask, JanusGate, RehearsalScorer
-from glove_ros.core.plan.plan_memory import PlanEntry, PlanMemoryStore, slugify
+from glove_ros.core.plan.plan_entries import PlanEntry, slugify
+from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.updater import EpisodeOutcome, Observation, Traversal
 from glove_ros.core.world.worldfile import BLOCK_COLORS
 
@@ -229,7 +225,7 @@ class PlanAwarePlanner:
 
     Args:
         base: the planner that decides (default :class:`GreedyPlanner`;
-            :class:`~glove_ros.core.plan.agent.LlmPlanner` works too).
+            :class:`~glove_ros.core.plan.agent_policy.LlmPlanner` works too).
         entries: the plan-memory entries to read (replace them with :meth:`set_entries`
             when a new version is deployed).
 
@@ -404,8 +400,8 @@ class PlanRehearsal:
 
 
 class ExperienceTruth:
-    """``truth`` bound to a :class:`~glove_ros.core.plan.agent.MemoryView` of verified
-    experience memory (e.g. :class:`~glove_ros.core.plan.agent.StoreMemoryView`)."""
+    """``truth`` bound to a :class:`~glove_ros.core.plan.agent_memory.MemoryView` of verified
+    experience memory (e.g. :class:`~glove_ros.core.plan.agent_memory.StoreMemoryView`)."""
 
     def __init__(self, memory: MemoryView, belief_threshold: float = 0.5) -> None:
         if not hasattr(memory, "trusted"):
@@ -506,7 +502,8 @@ class ExperienceRisk:
 
     Changes about waypoints experience memory knows nothing of are not flagged (no
     evidence either way). Args: ``store`` the plan memory holding the candidate,
-    ``world_map`` (waypoints), ``memory`` a :class:`~glove_ros.core.plan.agent.MemoryView` of
+    ``world_map`` (waypoints), ``memory`` a
+    :class:`~glove_ros.core.plan.agent_memory.MemoryView` of
     verified experience memory, ``events`` optionally the
     :class:`~glove_ros.core.memory.store.ExperienceStore` (for its events and pending queue).
     """

@@ -1,6 +1,7 @@
 """Natural-language tasks the JetRover agent understands (ROS-free).
 
-:func:`parse_task` reads "find the <colour> block" into a :class:`~glove_ros.core.plan.agent.Task`.
+:func:`parse_task` reads "find the <colour> block" into a
+:class:`~glove_ros.core.plan.agent_types.Task`.
 :func:`understand` reads any request into a :class:`TaskRequest` (find, go to a place, go
 to where a block was last seen, is a corridor open, what changed, dock): a fixed grammar
 first (:func:`parse_request`), then, for phrasings it does not know, the local LLM with a
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from glove_ros.core.plan.agent import Task
+from glove_ros.core.plan.agent_types import Task
 
 _FIND = re.compile(
     r"^\s*(?:please\s+)?(?:find|search(?:\s+for)?|locate|look\s+for)\s+(?:the\s+|a\s+)?"

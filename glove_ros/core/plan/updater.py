@@ -27,20 +27,18 @@ from typing import Any, Protocol
 
 from glove_ros.core.llm.runtime import JsonLlm, LlmResult
 from glove_ros.core.memory.experience import MAX_KEY_CHARS
-from glove_ros.core.plan.plan_memory import (
+from glove_ros.core.plan.plan_entries import (
     KINDS,
     MAX_BODY,
     MAX_NAME,
-    Candidate,
     Edit,
     PlanEntry,
-    PlanMemoryStore,
     Provenance,
     apply_edits,
-    assemble_prompt,
-    rank_entries,
     slugify,
 )
+from glove_ros.core.plan.plan_memory import Candidate, PlanMemoryStore
+from glove_ros.core.plan.plan_retrieval import assemble_prompt, rank_entries
 
 __all__ = [
     "Observation",

@@ -590,7 +590,7 @@ def glove_config_fields() -> list[str] | None:
     """Field names of the core ``VerifierConfig`` a GLOVE rule accepts (``mode`` excluded);
     None when the core verifier is not importable."""
     try:
-        from glove_ros.core.verify.verifier import VerifierConfig
+        from glove_ros.core.verify.config import VerifierConfig
     except ImportError:
         return None
     import dataclasses
@@ -630,7 +630,8 @@ class GloveRule(MemoryRule):
         store_path: str = ":memory:",
     ) -> None:
         from glove_ros.core.memory.store import ExperienceStore
-        from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig
+        from glove_ros.core.verify.config import VerifierConfig
+        from glove_ros.core.verify.verifier import GloveVerifier
 
         super().__init__()
         values = dict(config or {})

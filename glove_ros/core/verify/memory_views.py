@@ -2,10 +2,10 @@
 
 The JetRover benchmark records every transition the agent returns in the same store for
 every method; a baseline differs only in *what the agent reads back*. Each view here is a
-:class:`~glove_ros.core.plan.agent.MemoryView` (``trusted(state_key, action)``, newest first)
-over the entries recorded so far (fed with :meth:`RuleView.record` right after the store
-recorded them), applying its rule. Keys are ``(state_key, action, action_arg)``; "steps"
-are recorded transitions (one per agent action).
+:class:`~glove_ros.core.plan.agent_memory.MemoryView` (``trusted(state_key, action)``, newest
+first) over the entries recorded so far (fed with :meth:`RuleView.record` right after the
+store recorded them), applying its rule. Keys are ``(state_key, action, action_arg)``;
+"steps" are recorded transitions (one per agent action).
 
 ==================  =====================================================================
 name (params)       what the agent reads
@@ -91,7 +91,7 @@ class RuleView:
 
     def trusted(self, state_key: str | None = None, action: str | None = None
                 ) -> list[MemoryEntry]:
-        """:class:`~glove_ros.core.plan.agent.MemoryView`: visible entries, newest first."""
+        """:class:`~glove_ros.core.plan.agent_memory.MemoryView`: visible entries, newest first."""
         if self._cache is None:
             self._cache = self.visible()
         return _filter(self._cache, state_key, action)[::-1]

@@ -53,7 +53,8 @@ __all__ = [
     "signature",
 ]
 
-#: the action name of a look in the memory's vocabulary (``glove_ros.core.plan.agent.ACTION_LOOK``)
+#: the action name of a look in the memory's vocabulary
+#: (``glove_ros.core.plan.agent_types.ACTION_LOOK``)
 LOOK_ACTION = "look"
 
 

@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from glove_ros.core.world.worldfile import (
-    BLOCK_COLORS,
+from glove_ros.core.world.worldevents import (
     BlockEdge,
     DetectionDropout,
     Event,
@@ -56,9 +55,8 @@ from glove_ros.core.world.worldfile import (
     PoseJitter,
     ShiftBlock,
     SwapBlocks,
-    World,
-    edge_key,
 )
+from glove_ros.core.world.worldfile import BLOCK_COLORS, World, edge_key
 
 __all__ = [
     "NAV_OUTCOMES",

@@ -71,7 +71,10 @@ Windowed nuisances (``miss_detections``, ``pose_jitter``, ``new_obstacle``) acce
 ``time < until_time``. Events due at the same moment apply in file order.
 
 Everything is a frozen dataclass; :class:`World` also answers graph questions
-(:meth:`World.shortest_path`, :meth:`World.neighbors`, :meth:`World.edge`).
+(:meth:`World.shortest_path`, :meth:`World.neighbors`, :meth:`World.edge`). Its parts live
+beside this module: waypoints, edges, blocks, walls and the robot / camera models in
+:mod:`glove_ros.core.world.worldparts`, the events in :mod:`glove_ros.core.world.worldevents`,
+the YAML value readers and the event parser in :mod:`glove_ros.core.world.worldparse`.
 """
 
 from __future__ import annotations
@@ -79,34 +82,42 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import yaml
+
+from glove_ros.core.world.worldevents import (
+    BlockEdge,
+    DetectionDropout,
+    Event,
+    MissDetections,
+    MoveBlock,
+    NewObstacle,
+    OpenEdge,
+    PoseJitter,
+    ShiftBlock,
+    SwapBlocks,
+    _Windowed,
+)
+from glove_ros.core.world.worldparse import _as_float, _Ctx, _list, _parse_event
+from glove_ros.core.world.worldparts import (
+    Block,
+    CameraSpec,
+    Edge,
+    RobotSpec,
+    Wall,
+    Waypoint,
+    _fmt,
+    edge_key,
+)
 
 __all__ = [
     "BLOCK_COLORS",
     "DEFAULT_WORLD",
     "MAX_NUISANCE_SHIFT",
-    "Block",
-    "BlockEdge",
-    "CameraSpec",
-    "DetectionDropout",
-    "Edge",
-    "Event",
-    "EVENT_TYPES",
-    "MissDetections",
-    "MoveBlock",
-    "NewObstacle",
-    "OpenEdge",
-    "PoseJitter",
-    "RobotSpec",
-    "ShiftBlock",
-    "SwapBlocks",
-    "Wall",
-    "Waypoint",
     "World",
     "edge_key",
     "load_world",
@@ -134,514 +145,6 @@ MAX_NUISANCE_SHIFT = 0.15
 WALL_STYLES = ("plain", "cardboard")
 
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-
-def edge_key(a: str, b: str) -> tuple[str, str]:
-    """Canonical (sorted) key of the undirected edge between ``a`` and ``b``."""
-    return (a, b) if a <= b else (b, a)
-
-
-# --------------------------------------------------------------------------- parsing helpers
-
-
-class _Ctx:
-    """Reads typed values from a mapping, naming the entry in every error."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{where}: expected a mapping, got {type(data).__name__}")
-        self.data = data
-        self.where = where
-
-    def check_keys(self, allowed: Iterable[str]) -> None:
-        allowed = set(allowed)
-        unknown = sorted(str(k) for k in self.data if k not in allowed)
-        if unknown:
-            raise ValueError(
-                f"{self.where}: unknown key(s) {', '.join(unknown)}; "
-                f"expected some of {', '.join(sorted(allowed))}"
-            )
-
-    def has(self, key: str) -> bool:
-        return key in self.data and self.data[key] is not None
-
-    def str(self, key: str, default: Any = ...) -> str:
-        if not self.has(key):
-            if default is ...:
-                raise ValueError(f"{self.where}: missing required key '{key}'")
-            return default
-        value = self.data[key]
-        if not isinstance(value, str):
-            raise ValueError(f"{self.where}: '{key}' must be a string, got {value!r}")
-        return value
-
-    def float(self, key: str, default: Any = ...) -> float:
-        if not self.has(key):
-            if default is ...:
-                raise ValueError(f"{self.where}: missing required key '{key}'")
-            return default
-        return _as_float(self.data[key], f"{self.where}: '{key}'")
-
-    def int(self, key: str, default: Any = ...) -> int:
-        if not self.has(key):
-            if default is ...:
-                raise ValueError(f"{self.where}: missing required key '{key}'")
-            return default
-        value = self.data[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{self.where}: '{key}' must be an integer, got {value!r}")
-        return value
-
-    def bool(self, key: str, default: bool) -> bool:
-        if not self.has(key):
-            return default
-        value = self.data[key]
-        if not isinstance(value, bool):
-            raise ValueError(f"{self.where}: '{key}' must be true or false, got {value!r}")
-        return value
-
-    def pair(self, key: str, default: Any = ...) -> tuple[float, float]:
-        if not self.has(key):
-            if default is ...:
-                raise ValueError(f"{self.where}: missing required key '{key}'")
-            return default
-        value = self.data[key]
-        if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
-            raise ValueError(f"{self.where}: '{key}' must be a list [a, b], got {value!r}")
-        return (
-            _as_float(value[0], f"{self.where}: '{key}'[0]"),
-            _as_float(value[1], f"{self.where}: '{key}'[1]"),
-        )
-
-    def names(self, key: str, count: int | None = None, default: Any = ...) -> tuple[str, ...]:
-        if not self.has(key):
-            if default is ...:
-                raise ValueError(f"{self.where}: missing required key '{key}'")
-            return default
-        value = self.data[key]
-        if isinstance(value, str) or not isinstance(value, Sequence):
-            raise ValueError(f"{self.where}: '{key}' must be a list of ids, got {value!r}")
-        if count is not None and len(value) != count:
-            raise ValueError(f"{self.where}: '{key}' must list exactly {count} ids, got {value!r}")
-        for item in value:
-            if not isinstance(item, str):
-                raise ValueError(f"{self.where}: '{key}' must hold ids (strings), got {item!r}")
-        return tuple(value)
-
-
-def _as_float(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where} must be a number, got {value!r}")
-    return float(value)
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
-
-
-# --------------------------------------------------------------------------- static parts
-
-
-@dataclass(frozen=True)
-class Waypoint:
-    """A named place the robot can drive to, with the pose it stops in there."""
-
-    id: str
-    x: float
-    y: float
-    yaw: float = 0.0
-    wall: str = "plain"  # what the camera sees behind the blocks: plain | cardboard
-
-
-@dataclass(frozen=True)
-class Edge:
-    """An undirected corridor between two waypoints.
-
-    ``blocked`` is the *initial* ground truth (e.g. a closed door): the planner's map
-    still contains the corridor, and the robot finds out by driving into it.
-    """
-
-    a: str
-    b: str
-    length: float
-    blocked: bool = False
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """Canonical sorted (a, b) key."""
-        return edge_key(self.a, self.b)
-
-    def other(self, waypoint: str) -> str:
-        """The end of this edge that is not ``waypoint``."""
-        return self.b if waypoint == self.a else self.a
-
-
-@dataclass(frozen=True)
-class Block:
-    """A coloured block placed near a waypoint.
-
-    ``offset`` is (forward, left) in metres in the waypoint's frame: the robot standing at
-    the waypoint pose sees the block ``forward`` metres ahead and ``left`` to the left.
-    """
-
-    id: str
-    color: str
-    waypoint: str
-    offset: tuple[float, float] = (0.6, 0.0)
-    size: float = 0.05
-
-
-@dataclass(frozen=True)
-class Wall:
-    """A wall segment for the Gazebo world (the built-in simulator uses edges only)."""
-
-    x1: float
-    y1: float
-    x2: float
-    y2: float
-    height: float = 0.3
-    thickness: float = 0.05
-
-    @property
-    def length(self) -> float:
-        """Length of the segment in metres."""
-        return math.hypot(self.x2 - self.x1, self.y2 - self.y1)
-
-
-@dataclass(frozen=True)
-class RobotSpec:
-    """Drive and battery model of the simulated robot."""
-
-    speed: float = 0.3
-    battery_initial: float = 1.0
-    drain_per_m: float = 0.01
-    drain_per_s: float = 0.0002
-    charge_per_s: float = 0.01
-    blocked_stop_fraction: float = 0.5
-    odom_sigma_xy: float = 0.0
-    odom_sigma_yaw: float = 0.0
-
-    def problems(self) -> list[str]:
-        """Human-readable problems with these values (empty when valid)."""
-        out = []
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if not math.isfinite(v):
-                out.append(f"robot.{f.name} must be a finite number, got {v}")
-        if self.speed <= 0:
-            out.append(f"robot.speed must be > 0 m/s, got {_fmt(self.speed)}")
-        if not 0.0 <= self.battery_initial <= 1.0:
-            out.append(f"robot.battery_initial must be in 0..1, got {_fmt(self.battery_initial)}")
-        for name in ("drain_per_m", "drain_per_s", "charge_per_s", "odom_sigma_xy",
-                     "odom_sigma_yaw"):
-            if getattr(self, name) < 0:
-                out.append(f"robot.{name} must be >= 0, got {_fmt(getattr(self, name))}")
-        if not 0.0 < self.blocked_stop_fraction < 1.0:
-            out.append("robot.blocked_stop_fraction must be strictly between 0 and 1, got "
-                       f"{_fmt(self.blocked_stop_fraction)}")
-        return out
-
-
-@dataclass(frozen=True)
-class CameraSpec:
-    """Pinhole camera of the simulated robot (looking straight ahead, level)."""
-
-    hfov_deg: float = 70.0
-    height: float = 0.2
-    wall_distance: float = 1.2
-    noise_sigma: float = 3.0
-
-    def problems(self) -> list[str]:
-        """Human-readable problems with these values (empty when valid)."""
-        out = []
-        if not 10.0 <= self.hfov_deg <= 150.0:
-            out.append(f"camera.hfov_deg must be in 10..150, got {_fmt(self.hfov_deg)}")
-        if not self.height > 0:
-            out.append(f"camera.height must be > 0 m, got {_fmt(self.height)}")
-        if not self.wall_distance > 0.3:
-            out.append(f"camera.wall_distance must be > 0.3 m, got {_fmt(self.wall_distance)}")
-        if not 0 <= self.noise_sigma <= 50:
-            out.append(f"camera.noise_sigma must be in 0..50, got {_fmt(self.noise_sigma)}")
-        return out
-
-
-# --------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True, kw_only=True)
-class Event:
-    """A scheduled change of the world; subclasses say what changes.
-
-    Exactly one of ``episode`` (applied when that episode begins) and ``time`` (applied once
-    simulated time reaches it) is set. ``category`` is ``"semantic"`` or ``"topological"``
-    for drift the memory must notice, ``"nuisance"`` for noise it must tolerate.
-    """
-
-    type: ClassVar[str] = ""
-    category: ClassVar[str] = ""
-    episode: int | None = None
-    time: float | None = None
-
-    @property
-    def is_drift(self) -> bool:
-        """True for semantic and topological drift, False for nuisance."""
-        return self.category != "nuisance"
-
-    def due(self, episode: int, time: float) -> bool:
-        """Whether the trigger has been reached at (episode, time)."""
-        if self.episode is not None:
-            return episode >= self.episode
-        return self.time is not None and time >= self.time
-
-    def trigger_text(self) -> str:
-        """'episode 12' or 't=30s', for messages."""
-        return f"episode {self.episode}" if self.episode is not None else f"t={_fmt(self.time)}s"
-
-    def describe(self) -> str:
-        """One-line summary, e.g. 'episode 12: swap_blocks red_block<->blue_block'."""
-        return f"{self.trigger_text()}: {self.type}"
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The YAML mapping this event was (or could be) read from."""
-        d: dict[str, Any] = {"type": self.type}
-        if self.episode is not None:
-            d["episode"] = self.episode
-        if self.time is not None:
-            d["time"] = self.time
-        d.update(self._extra_dict())
-        return d
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Windowed(Event):
-    """An event that may end (``until_episode`` / ``until_time``)."""
-
-    until_episode: int | None = None
-    until_time: float | None = None
-
-    def active(self, episode: int, time: float) -> bool:
-        """Started and not yet ended at (episode, time)."""
-        if not self.due(episode, time):
-            return False
-        if self.until_episode is not None and episode >= self.until_episode:
-            return False
-        return not (self.until_time is not None and time >= self.until_time)
-
-    def _window_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        if self.until_episode is not None:
-            d["until_episode"] = self.until_episode
-        if self.until_time is not None:
-            d["until_time"] = self.until_time
-        return d
-
-
-@dataclass(frozen=True, kw_only=True)
-class SwapBlocks(Event):
-    """Semantic drift: two blocks trade places (waypoint and offset)."""
-
-    type: ClassVar[str] = "swap_blocks"
-    category: ClassVar[str] = "semantic"
-    blocks: tuple[str, str]
-
-    def describe(self) -> str:
-        return f"{self.trigger_text()}: swap_blocks {self.blocks[0]}<->{self.blocks[1]}"
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"blocks": list(self.blocks)}
-
-
-@dataclass(frozen=True, kw_only=True)
-class MoveBlock(Event):
-    """Semantic drift: a block is carried to another waypoint."""
-
-    type: ClassVar[str] = "move_block"
-    category: ClassVar[str] = "semantic"
-    block: str
-    waypoint: str
-    offset: tuple[float, float] = (0.6, 0.0)
-
-    def describe(self) -> str:
-        return f"{self.trigger_text()}: move_block {self.block} -> {self.waypoint}"
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"block": self.block, "waypoint": self.waypoint, "offset": list(self.offset)}
-
-
-@dataclass(frozen=True, kw_only=True)
-class BlockEdge(Event):
-    """Topological drift: a corridor becomes impassable."""
-
-    type: ClassVar[str] = "block_edge"
-    category: ClassVar[str] = "topological"
-    edge: tuple[str, str]
-
-    def describe(self) -> str:
-        return f"{self.trigger_text()}: block_edge {self.edge[0]}-{self.edge[1]}"
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"edge": list(self.edge)}
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpenEdge(Event):
-    """Topological drift: a blocked corridor becomes passable again."""
-
-    type: ClassVar[str] = "open_edge"
-    category: ClassVar[str] = "topological"
-    edge: tuple[str, str]
-
-    def describe(self) -> str:
-        return f"{self.trigger_text()}: open_edge {self.edge[0]}-{self.edge[1]}"
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"edge": list(self.edge)}
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShiftBlock(Event):
-    """Nuisance: a block is nudged a few centimetres (stays at its waypoint)."""
-
-    type: ClassVar[str] = "shift_block"
-    category: ClassVar[str] = "nuisance"
-    block: str
-    dx: float = 0.0  # forward, metres, in the block's waypoint frame
-    dy: float = 0.0  # left, metres
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"block": self.block, "dx": self.dx, "dy": self.dy}
-
-
-@dataclass(frozen=True, kw_only=True)
-class MissDetections(_Windowed):
-    """Nuisance: each frame, each affected block goes unseen with probability ``rate``."""
-
-    type: ClassVar[str] = "miss_detections"
-    category: ClassVar[str] = "nuisance"
-    rate: float
-    blocks: tuple[str, ...] = ()  # empty: every block
-
-    def applies_to(self, block_id: str) -> bool:
-        """Whether this event affects ``block_id``."""
-        return not self.blocks or block_id in self.blocks
-
-    def _extra_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"rate": self.rate, **self._window_dict()}
-        if self.blocks:
-            d["blocks"] = list(self.blocks)
-        return d
-
-
-@dataclass(frozen=True, kw_only=True)
-class PoseJitter(_Windowed):
-    """Nuisance: the robot stops a little off the waypoint pose; odometry is noisy."""
-
-    type: ClassVar[str] = "pose_jitter"
-    category: ClassVar[str] = "nuisance"
-    sigma_xy: float = 0.02
-    sigma_yaw: float = 0.03
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"sigma_xy": self.sigma_xy, "sigma_yaw": self.sigma_yaw, **self._window_dict()}
-
-
-@dataclass(frozen=True, kw_only=True)
-class NewObstacle(_Windowed):
-    """Nuisance: a grey box appears near a waypoint (seen by the camera, blocks nothing)."""
-
-    type: ClassVar[str] = "new_obstacle"
-    category: ClassVar[str] = "nuisance"
-    id: str
-    waypoint: str
-    offset: tuple[float, float] = (0.9, 0.0)
-    size: float = 0.2
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "waypoint": self.waypoint, "offset": list(self.offset),
-                "size": self.size, **self._window_dict()}
-
-
-@dataclass(frozen=True, kw_only=True)
-class DetectionDropout(Event):
-    """Nuisance: the next ``frames`` camera frames come out empty (exposure glitch)."""
-
-    type: ClassVar[str] = "detection_dropout"
-    category: ClassVar[str] = "nuisance"
-    frames: int = 1
-
-    def _extra_dict(self) -> dict[str, Any]:
-        return {"frames": self.frames}
-
-
-#: Event ``type`` string -> class.
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.type: cls
-    for cls in (SwapBlocks, MoveBlock, BlockEdge, OpenEdge, ShiftBlock, MissDetections,
-                PoseJitter, NewObstacle, DetectionDropout)
-}
-
-
-def _parse_event(raw: Any, where: str) -> Event:
-    c = _Ctx(raw, where)
-    kind = c.str("type")
-    cls = EVENT_TYPES.get(kind)
-    if cls is None:
-        raise ValueError(f"{where}: unknown event type '{kind}'; expected one of "
-                         f"{', '.join(EVENT_TYPES)}")
-    where = f"{where} ({kind})"
-    c.where = where
-    common: dict[str, Any] = {}
-    if c.has("episode"):
-        common["episode"] = c.int("episode")
-    if c.has("time"):
-        common["time"] = c.float("time")
-    keys = {"type", "episode", "time"}
-    if issubclass(cls, _Windowed):
-        keys |= {"until_episode", "until_time"}
-        if c.has("until_episode"):
-            common["until_episode"] = c.int("until_episode")
-        if c.has("until_time"):
-            common["until_time"] = c.float("until_time")
-    if cls is SwapBlocks:
-        keys |= {"blocks"}
-        c.check_keys(keys)
-        return SwapBlocks(blocks=c.names("blocks", 2), **common)  # type: ignore[arg-type]
-    if cls is MoveBlock:
-        keys |= {"block", "waypoint", "offset"}
-        c.check_keys(keys)
-        return MoveBlock(block=c.str("block"), waypoint=c.str("waypoint"),
-                         offset=c.pair("offset", (0.6, 0.0)), **common)
-    if cls in (BlockEdge, OpenEdge):
-        keys |= {"edge"}
-        c.check_keys(keys)
-        return cls(edge=c.names("edge", 2), **common)  # type: ignore[call-arg]
-    if cls is ShiftBlock:
-        keys |= {"block", "dx", "dy"}
-        c.check_keys(keys)
-        return ShiftBlock(block=c.str("block"), dx=c.float("dx", 0.0), dy=c.float("dy", 0.0),
-                          **common)
-    if cls is MissDetections:
-        keys |= {"rate", "blocks"}
-        c.check_keys(keys)
-        return MissDetections(rate=c.float("rate"), blocks=c.names("blocks", default=()),
-                              **common)
-    if cls is PoseJitter:
-        keys |= {"sigma_xy", "sigma_yaw"}
-        c.check_keys(keys)
-        return PoseJitter(sigma_xy=c.float("sigma_xy", 0.02), sigma_yaw=c.float("sigma_yaw", 0.03),
-                          **common)
-    if cls is NewObstacle:
-        keys |= {"id", "waypoint", "offset", "size"}
-        c.check_keys(keys)
-        return NewObstacle(id=c.str("id"), waypoint=c.str("waypoint"),
-                           offset=c.pair("offset", (0.9, 0.0)), size=c.float("size", 0.2),
-                           **common)
-    keys |= {"frames"}
-    c.check_keys(keys)
-    return DetectionDropout(frames=c.int("frames", 1), **common)
 
 
 # --------------------------------------------------------------------------- world
@@ -1113,17 +616,6 @@ class World:
         return seen
 
 
-def _list(data: Mapping[str, Any], key: str, where: str, required: bool = False) -> list[Any]:
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise ValueError(f"{where}: missing required key '{key}'")
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{where}: '{key}' must be a list, got {type(value).__name__}")
-    return value
-
-
 def _known(ids: Iterable[str]) -> str:
     ids = sorted(ids)
     return ", ".join(ids) if ids else "none"
@@ -1135,7 +627,7 @@ def _known(ids: Iterable[str]) -> str:
 def worlds_dir() -> Path:
     """The bundled worlds: ``glove_ros/data/worlds`` when installed, else the repo's
     ``worlds/`` folder next to the package."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]  # the glove_ros package
     installed = here / "data" / "worlds"
     if installed.is_dir():
         return installed

@@ -33,7 +33,7 @@ it so :func:`~glove_ros.core.world.worldfile.load_world` reads it back unchanged
   (the suite's setting) misses a present block with exactly ``miss_rate``; a look of ``n``
   frames counting a colour seen in any frame misses it with ``miss_rate ** n``.
 
-Only the event types of :mod:`glove_ros.core.world.worldfile` are used.
+Only the event types of :mod:`glove_ros.core.world.worldevents` are used.
 """
 
 from __future__ import annotations
@@ -46,26 +46,20 @@ from typing import Any
 import numpy as np
 import yaml
 
-from glove_ros.core.world.worldfile import (
-    BLOCK_COLORS,
-    Block,
+from glove_ros.core.world.worldevents import (
     BlockEdge,
-    CameraSpec,
     DetectionDropout,
-    Edge,
     Event,
     MissDetections,
     MoveBlock,
     NewObstacle,
     OpenEdge,
     PoseJitter,
-    RobotSpec,
     ShiftBlock,
     SwapBlocks,
-    Waypoint,
-    World,
-    edge_key,
 )
+from glove_ros.core.world.worldfile import BLOCK_COLORS, World, edge_key
+from glove_ros.core.world.worldparts import Block, CameraSpec, Edge, RobotSpec, Waypoint
 
 __all__ = [
     "DRIFT_KINDS",

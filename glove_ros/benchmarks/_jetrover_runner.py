@@ -1,0 +1,535 @@
+"""JetRover block-search benchmark: the core loop of one memory method (:class:`ModeRunner`).
+
+Simulator, camera frames and colour detector, the task agent, experience memory with the
+GLOVE verifier or a baseline view, probes and the stuck hook: one method through the task
+sequence, and its per-phase result. Separate from the entry points that run methods side
+by side and from the report.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from glove_ros.benchmarks._jetrover_config import (
+    GLOVE_PARAMS,
+    METHOD_ALIASES,
+    METHODS,
+    BenchConfig,
+    default_episodes,
+    make_tasks,
+    phase_plan,
+    verifier_settings,
+)
+from glove_ros.benchmarks._jetrover_drift import DriftTracker, place_of
+from glove_ros.core.memory.experience import MemoryEntry, Status, Transition
+from glove_ros.core.memory.store import ExperienceStore
+from glove_ros.core.plan.agent import AgentConfig, TaskAgent
+from glove_ros.core.plan.agent_memory import MemoryView, StoreMemoryView
+from glove_ros.core.plan.agent_policy import GreedyPlanner
+from glove_ros.core.plan.agent_types import (
+    ACTION_LOOK,
+    ACTION_NAVIGATE,
+    OUTCOME_BLOCKED,
+    OUTCOME_REACHED,
+    Finish,
+    Look,
+    NavigateTo,
+    WorldMap,
+)
+from glove_ros.core.verify.config import VerifierConfig
+from glove_ros.core.verify.memory_views import RULE_PARAMS, OracleView, RuleView, make_view
+from glove_ros.core.verify.verifier import GloveVerifier
+from glove_ros.core.world.perception import (
+    ColorBlockDetector,
+    ColorDetectorConfig,
+    outcome_signature,
+)
+from glove_ros.core.world.sim import Simulator
+from glove_ros.core.world.worldfile import World, edge_key
+
+__all__ = [
+    "ModeRunner",
+]
+
+
+def _truth(sim: Simulator) -> tuple[dict[str, str], frozenset[tuple[str, str]]]:
+    return ({w: sim.state.expected_signature(w) for w in sim.world.waypoint_ids},
+            sim.state.blocked_edges)
+
+
+@dataclass
+class _Episode:
+    episode: int
+    phase: str
+    color: str
+    success: bool = False
+    reason: str = ""
+    task_steps: int = 0
+    probe_steps: int = 0
+    alerts: int = 0
+    false_alarms: int = 0
+    corrections: int = 0
+    stale_goal: bool = False
+    first_goal: str = ""
+    first_goal_kind: str = ""
+    found_at: str = ""
+    fallbacks: int = 0
+    llm_decisions: int = 0
+    reverify_calls: int = 0
+    blocked: int = 0
+
+    @property
+    def steps(self) -> int:
+        return self.task_steps + self.probe_steps
+
+
+class ModeRunner:
+    """Runs one memory method (:data:`METHODS`) through the task sequence.
+
+    Every method drives the same agent, records every transition in the same kind of store
+    and gets the same ``reverify`` hook when the agent is stuck; only what the agent reads
+    back differs: GLOVE (``async``, ``sync``) reads the verifier's trusted entries and
+    re-tests stale negatives when stuck (``params={"recheck": False}``: not); ``static``
+    reads everything; ``oracle`` reads the simulator's current truth; a baseline rule
+    (``LatestOverwrite``, ``RecentK``, ...; ``params`` as in
+    :data:`~glove_ros.core.verify.memory_views.RULE_PARAMS`) reads its view of the entries and
+    answers the stuck hook by its rule.
+
+    ``planner_factory`` builds a fresh planner (default :class:`GreedyPlanner`); ``db_path``
+    is the store file (default: a temporary directory removed afterwards).
+    """
+
+    def __init__(self, world: World, mode: str, config: BenchConfig | None = None,
+                 planner_factory: Callable[[], Any] | None = None,
+                 db_path: str | Path | None = None,
+                 params: Mapping[str, Any] | None = None) -> None:
+        mode = METHOD_ALIASES.get(mode, mode)
+        if mode not in METHODS:
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(METHODS)}")
+        params = dict(params or {})
+        self.view: RuleView | None = None
+        if mode in ("async", "sync"):
+            unknown = sorted(set(params) - set(GLOVE_PARAMS))
+            if unknown:
+                raise ValueError(f"GLOVE-{mode} does not take {', '.join(unknown)}; its "
+                                 f"parameters: {', '.join(GLOVE_PARAMS)}")
+            self.params = {**GLOVE_PARAMS, **params}
+        elif mode in RULE_PARAMS:
+            self.view = make_view(mode, params)
+            self.params = {**RULE_PARAMS[mode][1], **params}
+        elif params:
+            raise ValueError(f"{mode} takes no parameters, got {', '.join(sorted(params))}")
+        else:
+            self.params = {}
+        self.world = world
+        self.mode = mode
+        self.config = (config or BenchConfig()).validate()
+        self.episodes = self.config.episodes or default_episodes(world)
+        self.tasks = make_tasks(world, self.episodes, self.config.seed)
+        self.phases = phase_plan(world, self.episodes)
+        self.sim = Simulator(world, seed=world.seed + self.config.seed)
+        dcfg = None if self.config.detector_min_area is None else \
+            ColorDetectorConfig(min_area=self.config.detector_min_area)
+        self.detector = ColorBlockDetector(dcfg)
+        self._tmp = None
+        if db_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"jetrover_{mode}_")
+            db_path = Path(self._tmp.name) / "memory.db"
+        self.store = ExperienceStore(str(db_path), synchronous="NORMAL",
+                                     clock=lambda: self.sim.time)
+        self.verifier = None
+        if mode in ("async", "sync"):
+            vcfg = VerifierConfig.from_dict(verifier_settings(world, self.config.verifier,
+                                                              mode))
+            self.verifier = GloveVerifier(self.store, vcfg)
+        if mode == "oracle":
+            self.view = OracleView(self._oracle_truth)
+        elif mode == "static":  # every entry the store holds, read from memory (fast)
+            self.view = RuleView()
+        self.memory: MemoryView = self.view if self.view is not None \
+            else StoreMemoryView(self.store)
+        self.planner = planner_factory() if planner_factory else GreedyPlanner()
+        self.agent_config = AgentConfig(max_steps=self.config.max_steps)
+        self.agent = TaskAgent(
+            WorldMap.from_world(world), self.planner, self.memory,
+            self.config.robot_id, config=self.agent_config,
+            reverify=self._reverify,
+            start_waypoint=self.sim.at_waypoint or world.start_waypoint,
+        )
+        self.tracker = DriftTracker(self)
+        self._look_counts: dict[tuple[int, str], int] = {}
+        self._wp_index = {w: i for i, w in enumerate(world.waypoint_ids)}
+        self.touched_looks: set[str] = set()
+        self.touched_edges: set[tuple[str, str]] = set()
+        self._truth = _truth(self.sim)
+        self.alerts: list[dict[str, Any]] = []
+        self.results: list[_Episode] = []
+        self._ep: _Episode | None = None
+        self.wall_s = 0.0
+
+    # ------------------------------------------------------------------ world truth
+
+    def _track_drift(self) -> None:
+        sigs, blocked = _truth(self.sim)
+        old_sigs, old_blocked = self._truth
+        looks = {w for w in sigs if sigs[w] != old_sigs.get(w)}
+        edges = set(blocked ^ old_blocked)
+        self.touched_looks |= looks
+        self.touched_edges |= edges
+        self._truth = (sigs, blocked)
+        if looks or edges:
+            self.tracker.on_change(looks, edges)
+
+    def _oracle_truth(self) -> tuple[dict[str, str], frozenset[tuple[str, str]],
+                                     list[tuple[str, str]]]:
+        sigs, blocked = _truth(self.sim)
+        return sigs, blocked, [(e.a, e.b) for e in self.world.edges]
+
+    def _caused_by_drift(self, state_key: str, action: str, action_arg: str) -> bool:
+        if action == ACTION_LOOK:
+            return state_key in self.touched_looks
+        if action == ACTION_NAVIGATE:
+            return edge_key(state_key, action_arg) in self.touched_edges
+        return False
+
+    # ------------------------------------------------------------------ robot
+
+    def look_signature(self) -> str:
+        """Render ``look_frames`` frames at the current pose; colours seen in any frame.
+
+        With ``common_noise`` the k-th look at a waypoint within an episode draws its frame
+        noise (and missed detections) from (episode, waypoint, k, frame): every method
+        compared side by side meets the same misses on the same visits."""
+        w, h = self.config.frame_size
+        key: list[int] | None = None
+        if self.config.common_noise:
+            here = self.sim.at_waypoint or self.sim.last_waypoint
+            ep = self._ep.episode if self._ep is not None else self.sim.episode
+            k = self._look_counts.get((ep, here), 0)
+            self._look_counts[(ep, here)] = k + 1
+            key = [max(ep, 0), self._wp_index[here], k]
+        detections = []
+        for j in range(self.config.look_frames):
+            frame = self.sim.render_camera(w, h, noise_key=None if key is None else
+                                           [*key, j])
+            detections += self.detector.detect(frame)
+        return outcome_signature(detections)
+
+    def _pose(self) -> tuple[float, float, float]:
+        p = self.sim.odometry()
+        return (p.x, p.y, p.yaw)
+
+    def _drive(self, target: str) -> tuple[bool, int]:
+        """Drive (several corridors) to ``target`` avoiding remembered blockages."""
+        avoid = set(self.agent.beliefs().blocked_edges)
+        hops = 0
+        for _ in range(4):
+            res = self.sim.navigate(target, avoid_edges=avoid, dt=self.config.nav_dt)
+            hops += max(0, len(res.visited) - 1)
+            if res.outcome == OUTCOME_REACHED:
+                return True, hops
+            if res.outcome == OUTCOME_BLOCKED and res.blocked_edge is not None:
+                avoid.add(edge_key(*res.blocked_edge))
+                continue
+            return False, hops
+        return False, hops
+
+    # ------------------------------------------------------------------ memory
+
+    def record(self, t: Transition) -> None:
+        """Store ``t`` (static, oracle, baseline views) or verify it (GLOVE); act on alerts
+        and probe requests; feed the drift metrics."""
+        self.tracker.before_record(t)
+        if self.verifier is None:
+            eid = self.store.record(t)
+            if self.view is not None:
+                self.view.record(MemoryEntry(eid, t, Status.TRUSTED, float(self.sim.time)))
+            self.tracker.after_record(t, None)
+            return
+        place = place_of(t.state_key, t.action, t.action_arg)
+        was_right = place is None or self.tracker.matches(place)
+        result = self.verifier.observe(t)
+        self.tracker.after_record(t, result.alert)
+        if result.alert is not None:
+            a = result.alert
+            true = self._caused_by_drift(a.state_key, a.action, a.action_arg)
+            ep = self._ep
+            self.alerts.append({
+                "episode": ep.episode if ep else -1, "phase": ep.phase if ep else "",
+                "state_key": a.state_key, "action": a.action, "action_arg": a.action_arg,
+                "observed": a.observed_outcome, "expected": [list(x) for x in a.expected],
+                "suppressed": len(a.suppressed_ids), "probes_requested": a.probes_requested,
+                "caused_by_drift": true, "memory_was_right": was_right,
+            })
+            if ep is not None:
+                ep.alerts += 1
+                # an alarm at a place no drift touched is false where memory agreed with
+                # the world; where missed detections had made it wrong, it is a correction
+                ep.false_alarms += 0 if true or not was_right else 1
+                ep.corrections += 0 if true or was_right else 1
+        for req in result.probe_requests:
+            self._probe(req)
+        if result.probe_requests:
+            self.tracker.check()
+
+    def _probe(self, req: Any) -> None:
+        """Synchronous replay: re-drive to the request's state and repeat its action."""
+        assert self.verifier is not None
+        ok, steps = self._drive(req.state_key) if self.sim.at_waypoint != req.state_key \
+            else (True, 0)
+        outcomes: list[str] = []
+        if ok:
+            for j in range(req.alpha):
+                if req.action == ACTION_LOOK:
+                    outcomes.append(self.look_signature())
+                    steps += 1
+                    self.tracker.visit(("look", req.state_key))
+                elif req.action == ACTION_NAVIGATE:
+                    res = self.sim.navigate(req.action_arg, dt=self.config.nav_dt)
+                    steps += 1
+                    self.tracker.visit(("edge", *edge_key(req.state_key, req.action_arg)))
+                    if res.outcome not in (OUTCOME_REACHED, OUTCOME_BLOCKED):
+                        break
+                    outcomes.append(res.outcome)
+                    if res.outcome == OUTCOME_REACHED and j + 1 < req.alpha:
+                        back, hops = self._drive(req.state_key)
+                        steps += hops
+                        if not back:
+                            break
+                else:
+                    break
+        if len(outcomes) >= req.alpha:
+            self.verifier.apply_probes(req, outcomes)
+        else:
+            self.verifier.cancel_probe(req, "probe could not be completed")
+        if self._ep is not None:
+            self._ep.probe_steps += steps
+        here = self.sim.at_waypoint or self.sim.last_waypoint
+        if self.agent.awaiting is None:
+            self.agent.relocate(here, self._pose())
+
+    def _reverify(self, keys: list[tuple[str, str, str]]) -> bool:
+        """The agent is stuck behind remembered blockages: each method answers by its rule
+        (GLOVE re-tests stale negatives, PageHinkleyReset resets, PeriodicRefresh
+        refreshes, local rules and the oracle do nothing)."""
+        self.tracker.stuck_calls += 1
+        if self.verifier is None:
+            acted = self.view.on_stuck(keys) if self.view is not None else False
+            if acted:
+                self.tracker.check()
+            return acted
+        if not self.params.get("recheck", True):
+            return False
+        states = sorted({k[0] for k in keys})
+        rr = self.verifier.recheck_negatives(states or None, stuck=True)
+        for req in rr.probe_requests:
+            self._probe(req)
+        self.tracker.check()
+        return bool(rr.suppressed_ids)
+
+    # ------------------------------------------------------------------ run
+
+    def phase_of(self, episode: int) -> str:
+        """Name of the phase ``episode`` belongs to."""
+        for p in self.phases:
+            if p["start"] <= episode < p["end"]:
+                return p["name"]
+        return self.phases[-1]["name"]
+
+    def _task_start(self, episode: int) -> str:
+        how = self.config.task_start
+        if how == "dock":
+            return self.world.start_waypoint
+        if how == "stay":
+            return self.sim.at_waypoint or self.sim.last_waypoint
+        ids = self.world.waypoint_ids
+        return ids[int(np.random.default_rng([self.config.seed, 13, episode]).integers(len(ids)))]
+
+    def run_episode(self, episode: int) -> _Episode:
+        """Run task ``episode`` of the sequence."""
+        task = self.tasks[episode]
+        phase = self.phase_of(episode)
+        if self.verifier is not None:
+            self.verifier.phase = phase
+        self.sim.begin_episode(episode)
+        self._track_drift()
+        start = self._task_start(episode)
+        self.sim.teleport(start, battery=1.0)
+        if self.agent.awaiting is None:
+            self.agent.relocate(start)
+        ep = self._ep = _Episode(episode, phase, task.color)
+        self.agent.start(task, at_waypoint=self.sim.at_waypoint or self.sim.last_waypoint,
+                         pose=self._pose())
+        report = self.agent.report
+        assert report is not None
+        while True:
+            action = self.agent.next_action()
+            if isinstance(action, Finish):
+                break
+            if report.first_goal and not ep.first_goal:
+                ep.first_goal, ep.first_goal_kind = report.first_goal, report.first_goal_kind
+                ep.stale_goal = (report.first_goal_kind == "believed" and task.color
+                                 not in self.sim.state.colors_at(report.first_goal))
+            if isinstance(action, NavigateTo):
+                res = self.sim.navigate(action.waypoint, dt=self.config.nav_dt)
+                ts = self.agent.on_navigation(res.outcome, res.final_waypoint, self._pose())
+            elif isinstance(action, Look):
+                ts = self.agent.on_look(self.look_signature())
+            else:  # pragma: no cover - exhaustive
+                raise TypeError(f"unknown action {action!r}")
+            for t in ts:
+                self.record(t)
+            self._track_drift()
+        ep.success, ep.reason = report.success, report.reason
+        ep.task_steps = report.steps
+        ep.found_at = report.found_at
+        ep.fallbacks, ep.llm_decisions = report.fallbacks, report.llm_decisions
+        ep.reverify_calls, ep.blocked = report.reverify_calls, report.blocked
+        self.results.append(ep)
+        self._ep = None
+        return ep
+
+    def run(self, tick: Callable[[], Any] | None = None) -> dict[str, Any]:
+        """Run every episode (``tick`` after each); returns this mode's JSON-ready result."""
+        t0 = time.perf_counter()
+        try:
+            for episode in range(self.episodes):
+                self.run_episode(episode)
+                if tick is not None:
+                    tick()
+        finally:
+            self.wall_s = time.perf_counter() - t0
+            self.close()
+        return self.summary()
+
+    def close(self) -> None:
+        """Close the store and remove the temporary directory."""
+        if not self.store.closed:
+            self.store.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def summary(self) -> dict[str, Any]:
+        """Per-phase aggregates, totals, per-episode rows and alerts."""
+        vstats = self.verifier.stats() if self.verifier is not None else None
+        phases = []
+        for p in self.phases:
+            eps = [e for e in self.results if p["start"] <= e.episode < p["end"]]
+            phases.append(self._aggregate(p["name"], eps, vstats))
+        out = {
+            "mode": self.mode,
+            "planner": getattr(self.planner, "name", type(self.planner).__name__),
+            "phases": phases,
+            "totals": self._aggregate("total", self.results, vstats),
+            "episodes": [self._episode_row(e) for e in self.results],
+            "alerts": list(self.alerts),
+            "wall_s": round(self.wall_s, 3),
+        }
+        if vstats is not None:
+            out["verifier"] = {k: v for k, v in vstats.items() if k != "phases"}
+        fallbacks = getattr(self.planner, "fallbacks", None)
+        if isinstance(fallbacks, dict):
+            out["llm"] = {"calls": getattr(self.planner, "calls", 0),
+                          "fallbacks_by_reason": dict(fallbacks)}
+        return out
+
+    def metrics(self) -> dict[str, Any]:
+        """Drift metrics of the finished run, JSON-ready (see :func:`run_world`)."""
+        first = self.phases[1]["start"] if len(self.phases) > 1 else 0
+        after = [e for e in self.results if e.episode >= first]
+        n = len(after)
+        transitions = self.tracker.step
+        if self.verifier is not None:
+            false_alarms = sum(e.false_alarms for e in self.results)
+            corrections = sum(e.corrections for e in self.results)
+            alerts = sum(e.alerts for e in self.results)
+            vstats = self.verifier.stats()
+            probes = int(vstats.get("probes", 0))
+        else:
+            false_alarms = self.tracker.false_alarms
+            corrections = self.tracker.corrections
+            alerts = self.view.alerts if self.view is not None else 0
+            probes = 0
+        stale_changes = [c for c in self.tracker.changes if c["stale"]]
+        return {
+            "method": self.mode,
+            "params": dict(self.params),
+            "episodes": self.episodes,
+            "first_drift": first if len(self.phases) > 1 else None,
+            "drift_tasks": n,
+            "drift_successes": sum(e.success for e in after),
+            "drift_success": round(sum(e.success for e in after) / n, 4) if n else None,
+            "success_rate": round(sum(e.success for e in self.results) / len(self.results), 4)
+            if self.results else None,
+            "steps_per_task": round(sum(e.steps for e in after) / n, 3) if n else None,
+            "stale_goals": sum(e.stale_goal for e in after),
+            "detection_delays": [c["delay"] for c in stale_changes],
+            "changes": [{k: v for k, v in c.items() if k != "visit_episodes"}
+                        for c in self.tracker.changes],
+            "alerts": alerts,
+            "false_alarms": false_alarms,
+            "corrections": corrections,
+            "transitions": transitions,
+            "false_alarms_per_1000": round(1000.0 * false_alarms / transitions, 3)
+            if transitions else 0.0,
+            "probes": probes,
+            "probe_steps": sum(e.probe_steps for e in self.results),
+            "stuck_calls": self.tracker.stuck_calls,
+            "resets": self.view.resets if self.view is not None else 0,
+            "deadlocks": len(self.tracker.deadlocks(self.episodes)),
+            "deadlock_corridors": self.tracker.deadlocks(self.episodes),
+            "phases": [self._aggregate(p["name"], [e for e in self.results
+                                                   if p["start"] <= e.episode < p["end"]],
+                                       None) | {"start": p["start"], "end": p["end"]}
+                       for p in self.phases],
+            "wall_s": round(self.wall_s, 3),
+        }
+
+    @staticmethod
+    def _episode_row(e: _Episode) -> dict[str, Any]:
+        return {
+            "episode": e.episode, "phase": e.phase, "color": e.color, "success": e.success,
+            "reason": e.reason, "steps": e.steps, "task_steps": e.task_steps,
+            "probe_steps": e.probe_steps, "alerts": e.alerts, "false_alarms": e.false_alarms,
+            "first_goal": e.first_goal, "first_goal_kind": e.first_goal_kind,
+            "stale_goal": e.stale_goal, "found_at": e.found_at, "fallbacks": e.fallbacks,
+            "reverify_calls": e.reverify_calls, "blocked": e.blocked,
+        }
+
+    def _aggregate(self, name: str, eps: Sequence[_Episode],
+                   vstats: Mapping[str, Any] | None) -> dict[str, Any]:
+        n = len(eps)
+        ok = sum(e.success for e in eps)
+        if vstats is None:
+            v: Mapping[str, Any] = {}
+        elif name == "total":
+            v = vstats
+        else:
+            v = vstats.get("phases", {}).get(name, {})
+        return {
+            "name": name,
+            "episodes": n,
+            "successes": ok,
+            "success_rate": round(ok / n, 4) if n else 0.0,
+            "steps_per_task": round(sum(e.steps for e in eps) / n, 3) if n else 0.0,
+            "task_steps": sum(e.task_steps for e in eps),
+            "probe_steps": sum(e.probe_steps for e in eps),
+            "alerts": sum(e.alerts for e in eps),
+            "false_alarms": sum(e.false_alarms for e in eps),
+            "suppressed": int(v.get("suppressions", 0)),
+            "replaced": int(v.get("replacements", 0)),
+            "probes": int(v.get("probes", 0)),
+            "rechecks": int(v.get("rechecks", 0)),
+            "stale_goals": sum(e.stale_goal for e in eps),
+            "reverify_calls": sum(e.reverify_calls for e in eps),
+            "llm_decisions": sum(e.llm_decisions for e in eps),
+            "llm_fallbacks": sum(e.fallbacks for e in eps),
+        }
