@@ -49,6 +49,23 @@ class Deployment:
     description: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)  # notes for launch files
     own_clock: bool = False  # the graph publishes its own /clock (one simulator per robot)
+    robot_args: tuple[RobotArg, ...] = ()  # what differs between units of one robot model
+
+
+@dataclass(frozen=True)
+class RobotArg:
+    """A launch argument that says how *this* robot is wired (no Python to edit).
+
+    It sets node parameters (``params``: ``(node, parameter)``) and/or a remap of one node's
+    relative topic (``remap``: ``(node, topic)``) to its value. ``choices`` limits the value.
+    """
+
+    name: str
+    default: str
+    description: str
+    params: tuple[tuple[str, str], ...] = ()
+    remap: tuple[str, str] | None = None
+    choices: tuple[str, ...] = ()
 
 
 SIMULATOR = NodeSpec("simulator", "simulator_node")
@@ -68,7 +85,30 @@ WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "amcl_pos
 # so that they follow the robot's namespace. Check `ros2 topic list` on your robot; change
 # them here (odometry is `odom` already).
 JETROVER_CAMERA = "depth_cam/rgb/image_raw"
+JETROVER_CAMERA_ANGSTRONG = "/ascamera/camera_publisher/rgb0/image"
 JETROVER_BATTERY = "ros_robot_controller/battery"
+
+#: the launch arguments of the physical JetRover (``ros2 launch glove_ros jetrover.launch.py
+#: camera_topic:=...`` or ``glove-ros launch jetrover --arg camera_topic=...``)
+JETROVER_ARGS = (
+    RobotArg("site", "", "your site file (waypoints and corridors in the map frame, "
+             "docs/robot.md); '' = the world named in params_file",
+             params=(("planner", "world"), ("plan_gate", "world"), ("waypoint_nav", "world"),
+                     ("markers", "world"))),
+    RobotArg("camera_topic", JETROVER_CAMERA,
+             "colour image topic: the Dabai camera's (default); Angstrong units publish "
+             f"{JETROVER_CAMERA_ANGSTRONG}", remap=("perception", "camera/image_raw")),
+    RobotArg("battery_topic", JETROVER_BATTERY, "the battery topic of the base driver",
+             remap=("consolidation", "battery")),
+    RobotArg("battery_type", "UInt16", "UInt16 (millivolts, HiWonder's driver: charging = "
+             "rising voltage) or BatteryState (sensor_msgs)",
+             params=(("consolidation", "battery.type"),), choices=("UInt16", "BatteryState")),
+    RobotArg("dock_waypoint", "dock", "the waypoint the charger is at: docked = charging "
+             "there; '' = charging anywhere", params=(("consolidation", "dock.waypoint"),)),
+    RobotArg("pose_source", "amcl", "where the planner reads the map pose: amcl (amcl_pose, "
+             "silent while standing still), odom (nav_msgs/Odometry) or pose (PoseStamped)",
+             params=(("planner", "pose_source"),), choices=("amcl", "odom", "pose")),
+)
 
 DEPLOYMENTS: dict[str, Deployment] = {
     "sim": Deployment(
@@ -86,13 +126,10 @@ DEPLOYMENTS: dict[str, Deployment] = {
     ),
     "jetrover": Deployment(
         "jetrover", "jetrover.yaml",
-        (
-            NodeSpec("perception", "perception_node", (("camera/image_raw", JETROVER_CAMERA),)),
-            MEMORY, VERIFIER, PLANNER, PLAN_GATE,
-            NodeSpec("consolidation", "consolidation_node", (("battery", JETROVER_BATTERY),)),
-            WAYPOINT_NAV, MARKERS,
-        ),
+        (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, WAYPOINT_NAV,
+         MARKERS),
         "the physical JetRover: async GLOVE, nothing probed by default",
+        robot_args=JETROVER_ARGS,
     ),
     "bag_replay": Deployment(
         "bag_replay", "bag_replay.yaml", (PERCEPTION, OBSERVER, MEMORY),
@@ -126,36 +163,72 @@ def normalize_namespace(namespace: str) -> str:
     return "/" + "/".join(parts)
 
 
-def node_remaps(dep: Deployment, spec: NodeSpec, namespace: str = "") -> list[tuple[str, str]]:
-    """The remappings of ``spec`` in ``dep`` (all relative; see the module docstring)."""
-    remaps = list(spec.remaps)
+def robot_settings(dep: Deployment, values: Mapping[str, str] | None = None
+                   ) -> tuple[dict[str, dict[str, object]], dict[str, list[tuple[str, str]]]]:
+    """Per node: the parameter overrides and remaps of the deployment's robot arguments.
+
+    ``values`` (argument name -> text) override the defaults; an unknown name or a value
+    outside an argument's choices is a ValueError naming the known ones. An empty value of an
+    argument that sets parameters leaves those parameters to the params file.
+    """
+    values = dict(values or {})
+    known = {a.name: a for a in dep.robot_args}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"{dep.name} has no robot argument {', '.join(unknown)}; known: "
+                         f"{', '.join(known) or 'none'}")
+    params: dict[str, dict[str, object]] = {}
+    remaps: dict[str, list[tuple[str, str]]] = {}
+    for arg in dep.robot_args:
+        value = str(values.get(arg.name, arg.default)).strip()
+        if arg.choices and value not in arg.choices:
+            raise ValueError(f"{arg.name} must be one of {', '.join(arg.choices)} "
+                             f"(got '{value}')")
+        if arg.remap is not None:
+            if not value:
+                raise ValueError(f"{arg.name} is empty: give the topic name")
+            remaps.setdefault(arg.remap[0], []).append((arg.remap[1], value))
+        if value or arg.name == "dock_waypoint":  # '' is a meaningful dock: anywhere
+            for node, name in arg.params:
+                params.setdefault(node, {})[name] = value
+    return params, remaps
+
+
+def node_remaps(dep: Deployment, spec: NodeSpec, namespace: str = "",
+                robot: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The remappings of ``spec`` in ``dep`` (all relative; see the module docstring), with
+    those of the robot arguments (``robot``: name -> value; defaults otherwise)."""
+    remaps = list(spec.remaps) + robot_settings(dep, robot)[1].get(spec.name, [])
     if dep.own_clock and normalize_namespace(namespace):
         remaps.append(("/clock", "clock"))  # this robot's simulator, this robot's time
     return remaps
 
 
 def launch_nodes(dep: Deployment, namespace: str = "", use_sim_time: bool | None = None,
-                 log_level: str = "", exit_on_failure: bool = False) -> list[dict[str, object]]:
+                 log_level: str = "", exit_on_failure: bool = False,
+                 robot: Mapping[str, str] | None = None) -> list[dict[str, object]]:
     """Per node: the keyword arguments of a ``launch_ros`` Node, minus ``parameters``.
 
     ``use_sim_time`` None leaves it to the parameter file; ``log_level`` "" leaves the
     default. ``exit_on_failure`` makes a lifecycle node whose start fails exit (for a
-    launch that respawns it) instead of staying unconfigured. The launch files add the
-    parameter files and respawn settings.
+    launch that respawns it) instead of staying unconfigured. ``robot``: values of the
+    deployment's robot arguments. The launch files add the parameter files and respawn
+    settings.
     """
     ns = normalize_namespace(namespace)
     if log_level and log_level not in LOG_LEVELS:
         raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)} (got '{log_level}')")
+    robot_params = robot_settings(dep, robot)[0]
     out = []
     for spec in dep.nodes:
-        overrides: dict[str, object] = {}
+        overrides: dict[str, object] = dict(robot_params.get(spec.name, {}))
         if use_sim_time is not None and spec is not SIMULATOR:
             overrides["use_sim_time"] = bool(use_sim_time)
         if exit_on_failure and spec.lifecycle:
             overrides["exit_on_failure"] = True
         out.append({
             "executable": spec.executable, "name": spec.name, "namespace": ns,
-            "remappings": node_remaps(dep, spec, ns), "overrides": overrides,
+            "remappings": node_remaps(dep, spec, ns, robot), "overrides": overrides,
             "arguments": ["--ros-args", "--log-level", log_level] if log_level else [],
         })
     return out
@@ -164,12 +237,15 @@ def launch_nodes(dep: Deployment, namespace: str = "", use_sim_time: bool | None
 def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, object] = (),
                     remaps: Sequence[tuple[str, str]] = (), namespace: str = "",
                     deployment_name: str = "", log_level: str = "",
-                    exit_on_failure: bool = False) -> list[str]:
+                    exit_on_failure: bool = False,
+                    robot: Mapping[str, str] | None = None) -> list[str]:
     """The command line that runs ``spec`` as its own process (what launch would do).
 
     ``deployment_name`` adds the deployment's per-namespace remaps (:func:`node_remaps`).
     ``exit_on_failure`` (for a supervisor that restarts the process) makes a lifecycle node
-    exit with code 1 when its start fails instead of staying alive unconfigured.
+    exit with code 1 when its start fails instead of staying alive unconfigured. ``robot``:
+    values of the deployment's robot arguments (with ``deployment_name``); ``overrides``
+    win over them.
     """
     ns = normalize_namespace(namespace)
     if log_level and log_level not in LOG_LEVELS:
@@ -181,11 +257,14 @@ def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, ob
     if log_level:
         cmd += ["--log-level", log_level]
     values = dict(overrides)
+    if deployment_name:
+        values = {**robot_settings(deployment(deployment_name), robot)[0].get(spec.name, {}),
+                  **values}
     if exit_on_failure and spec.lifecycle:
         values.setdefault("exit_on_failure", True)
     for key, value in values.items():
         cmd += ["-p", f"{key}:={_param_text(value)}"]
-    base = (node_remaps(deployment(deployment_name), spec, ns) if deployment_name
+    base = (node_remaps(deployment(deployment_name), spec, ns, robot) if deployment_name
             else list(spec.remaps))
     for old, new in (*base, *remaps):
         cmd += ["-r", f"{old}:={new}"]

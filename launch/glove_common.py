@@ -15,6 +15,9 @@ Every deployment takes the same launch arguments:
                 the nodes and the memory node shares verified memory (docs/fleet.md)
   fleet_hub     the building hub's leaf URL, e.g. nats-leaf://server:7422
   fleet_port    the leaf server's client port on 127.0.0.1 (default 4222)
+A deployment for a physical robot adds its robot arguments (glove_ros/graph.py, e.g.
+JETROVER_ARGS: site, camera_topic, battery_topic, battery_type, dock_waypoint, pose_source),
+so nothing about one unit's wiring is edited in Python or in the parameter file.
 The nodes are built in an OpaqueFunction, where the arguments are plain strings, so the
 same code runs on Humble, Jazzy and Kilted.
 """
@@ -46,9 +49,13 @@ def _flag(text: str, name: str, allow_empty: bool = False):
     return BOOL[key]
 
 
-def glove_arguments(config: str):
-    """The launch arguments every glove_ros launch file declares."""
-    return [
+def glove_arguments(config: str, deployment_name: str = ""):
+    """The launch arguments every glove_ros launch file declares, plus the robot arguments
+    of ``deployment_name``."""
+    robot = [DeclareLaunchArgument(a.name, default_value=a.default, description=a.description,
+                                   **({"choices": list(a.choices)} if a.choices else {}))
+             for a in (deployment(deployment_name).robot_args if deployment_name else ())]
+    return robot + [
         DeclareLaunchArgument("params_file", default_value=config_path(config),
                               description="parameter file (sections /**/<node>)"),
         DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
@@ -88,7 +95,8 @@ def _nodes(context, deployment_name: str, node_params: dict):
                                     respawn_delay=float(arg("respawn_delay"))))
     for spec in launch_nodes(dep, arg("namespace"),
                              _flag(arg("use_sim_time"), "use_sim_time", allow_empty=True),
-                             arg("log_level"), exit_on_failure=respawn):
+                             arg("log_level"), exit_on_failure=respawn,
+                             robot={a.name: arg(a.name) for a in dep.robot_args}):
         params = [arg("params_file")]
         overrides = {**spec["overrides"], **extra.get(spec["name"], {})}
         if overrides:

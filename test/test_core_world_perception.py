@@ -290,3 +290,20 @@ def test_perception_benchmark_smoke(tmp_path, capsys):
     assert data["backends"]["color"]["signature_accuracy"] == 1.0
     assert data["backends"]["yolo"] == {"available": False, "reason": "--no-yolo"}
     assert "color (OpenCV HSV)" in capsys.readouterr().out
+
+
+def test_color_vocabulary_is_what_perception_can_report(tmp_path):
+    """Issue 31: a real site's world file places no blocks; the task vocabulary must still hold
+    the colours perception reports (the built-in table or the node's colour file)."""
+    from glove_ros.core.world.perception import DEFAULT_COLOR_RANGES, color_vocabulary
+
+    assert color_vocabulary() == tuple(sorted(c.color for c in DEFAULT_COLOR_RANGES))
+    assert "red" in color_vocabulary() and "blue" in color_vocabulary()
+    f = tmp_path / "colors.yaml"
+    f.write_text("colors:\n  teal: [[80, 100, 50, 95, 255, 255]]\n")
+    assert color_vocabulary(str(f)) == ("teal",)
+    f.write_text("colors:\n  teal: [[80, 100, 50, 300, 255, 255]]\n")
+    with pytest.raises(ValueError, match="teal"):
+        color_vocabulary(str(f))
+    with pytest.raises(OSError):
+        color_vocabulary(str(tmp_path / "missing.yaml"))

@@ -107,3 +107,18 @@ def test_nav2_result_maps_to_outcomes():
     assert outcome_from_nav2(GOAL_CANCELED, True, False) == "cancelled"
     assert outcome_from_nav2(GOAL_CANCELED, False, True) == "timeout"  # our nav.timeout
     assert outcome_from_nav2(GOAL_SUCCEEDED, True, False) == "reached"  # arrived first
+
+
+def test_nav2_error_codes_only_make_world_facts_blocked():
+    """Issue 31: a TF timeout or a controller failure is not a blocked corridor (Jazzy's
+    NavigateToPose carries the failing node's error code; Humble's none)."""
+    from glove_ros.core.world.waypoint_nav import GOAL_ABORTED, outcome_from_nav2
+
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 208) == "blocked"  # NO_VALID_PATH
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 206) == "blocked"  # GOAL_OCCUPIED
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 202) == "localisation_lost"  # TF
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 9002) == "localisation_lost"
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 105) == "nav_failed"  # no progress
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 9000) == "nav_failed"  # UNKNOWN
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 204) == "unreachable"  # off the map
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 0) == "blocked"  # Humble: no code

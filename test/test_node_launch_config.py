@@ -133,8 +133,30 @@ def test_unknown_deployment_is_a_clear_error():
 
 
 def test_node_help_prints_parameters_without_starting(capsys):
-    from glove_ros import cli
+    from glove_ros.cli import main as cli
 
     assert cli.main(["node", "memory", "--help"]) == 0
     out = capsys.readouterr().out
     assert "verifier.p_th" in out and "db_path" in out
+
+
+def test_robot_arguments_refuse_unknown_names_and_values_outside_their_choices():
+    dep = graph.deployment("jetrover")
+    with pytest.raises(ValueError, match="no robot argument camera; known: site"):
+        graph.robot_settings(dep, {"camera": "x"})
+    with pytest.raises(ValueError, match="battery_type must be one of UInt16, BatteryState"):
+        graph.robot_settings(dep, {"battery_type": "Float32"})
+    with pytest.raises(ValueError, match="camera_topic is empty"):
+        graph.robot_settings(dep, {"camera_topic": " "})
+    with pytest.raises(ValueError, match="known: none"):
+        graph.robot_settings(graph.deployment("sim"), {"site": "x"})
+
+
+def test_robot_arguments_reach_the_process_command_and_explicit_params_win():
+    spec = next(s for s in graph.deployment("jetrover").nodes if s.name == "consolidation")
+    cmd = graph.process_command(spec, "p.yaml", {"dock.waypoint": "bay"},
+                                deployment_name="jetrover",
+                                robot={"battery_topic": "power/battery"})
+    text = " ".join(cmd)
+    assert "battery.type:=UInt16" in text and "dock.waypoint:=bay" in text
+    assert "battery:=power/battery" in text and "ros_robot_controller" not in text

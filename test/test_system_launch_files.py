@@ -124,9 +124,15 @@ def test_launch_file_describes_the_deployment(deployment, monkeypatch):
 def test_defaults_stay_alive_on_a_failed_configure_and_take_the_installed_config(monkeypatch):
     _, *actions = _evaluate("jetrover", monkeypatch)
     nodes = _nodes(actions)
-    for node in nodes.values():
+    robot_params, _ = graph.robot_settings(graph.deployment("jetrover"))
+    for name, node in nodes.items():
         assert node.namespace == "" and node.respawn is False and node.arguments == []
-        assert node.parameters == [_installed_config("jetrover.yaml")]
+        # the robot arguments' defaults (stock JetRover) ride on top of the installed config
+        assert node.parameters == [_installed_config("jetrover.yaml"),
+                                   *([robot_params[name]] if name in robot_params else [])]
+    assert nodes["consolidation"].parameters[1] == {"battery.type": "UInt16",
+                                                    "dock.waypoint": "dock"}
+    assert nodes["planner"].parameters[1] == {"pose_source": "amcl"}
     assert ("camera/image_raw", graph.JETROVER_CAMERA) in nodes["perception"].remappings
     assert ("battery", graph.JETROVER_BATTERY) in nodes["consolidation"].remappings
     assert ("pose", "amcl_pose") in nodes["waypoint_nav"].remappings
@@ -268,3 +274,17 @@ def test_sim_launch_file_under_the_real_launch_service(tmp_path):
                 code = proc.wait(10)
     assert code == 0, log_path.read_text()
     assert not [p for p in children if _alive(p)], "orphan processes"
+
+
+def test_jetrover_robot_arguments_wire_one_unit_without_editing_python(monkeypatch):
+    _, *actions = _evaluate("jetrover", monkeypatch,
+                            camera_topic="/ascamera/camera_publisher/rgb0/image",
+                            battery_type="BatteryState", site="/data/site.yaml",
+                            pose_source="odom", dock_waypoint="charger")
+    nodes = _nodes(actions)
+    assert ("camera/image_raw", graph.JETROVER_CAMERA_ANGSTRONG) in nodes["perception"].remappings
+    assert nodes["consolidation"].parameters[1] == {"battery.type": "BatteryState",
+                                                    "dock.waypoint": "charger"}
+    assert nodes["planner"].parameters[1] == {"world": "/data/site.yaml", "pose_source": "odom"}
+    for name in ("plan_gate", "waypoint_nav", "markers"):
+        assert nodes[name].parameters[1] == {"world": "/data/site.yaml"}

@@ -137,9 +137,39 @@ def _set(node, name: str, value):
     from rcl_interfaces.srv import SetParameters
 
     client = node.create_client(SetParameters, "/memory/set_parameters")
-    v = ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=value)
+    if isinstance(value, bool):
+        v = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=value)
+    elif isinstance(value, str):
+        v = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+    else:
+        v = ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=value)
     return call(node, client, SetParameters.Request(
         parameters=[Parameter(name=name, value=v)])).results[0]
+
+
+def test_a_bad_live_parameter_is_refused_and_the_node_lives_on(tmp_path):
+    """Issue 31: verifier.phase '' over the parameter service used to raise inside the
+    callback and end the node (also via enabled=false, phase='', enabled=true). Afterwards:
+    every bad value refused with a reason, the node alive and still recording."""
+    from glove_ros.msg import Transition
+    from glove_ros.srv import RecordTransition
+
+    proc = _start(tmp_path)
+    try:
+        with ros_client() as node:
+            record = node.create_client(RecordTransition, "record_transition")
+            refused = _set(node, "verifier.phase", "")
+            assert not refused.successful and "verifier.phase is empty" in refused.reason
+            assert _set(node, "verifier.enabled", False).successful
+            refused = _set(node, "verifier.phase", "")
+            assert not refused.successful and "verifier.phase" in refused.reason
+            assert _set(node, "verifier.enabled", True).successful
+            assert _set(node, "verifier.phase", "drift_1").successful
+            t = Transition(state_key="hall", action="look", outcome="colors=red")
+            assert call(node, record, RecordTransition.Request(transition=t)).accepted
+            assert proc.alive(), proc.log()
+    finally:
+        assert proc.stop() == 0, proc.log()
 
 
 def test_live_verifier_parameters_take_effect_or_are_refused(tmp_path):

@@ -57,7 +57,9 @@ def validating_callback(
 ) -> Callable[[list[rclpy.parameter.Parameter]], SetParametersResult]:
     """A set-parameters callback that applies the same validator as configure.
 
-    ``validate`` receives the would-be parameter dict and raises ValueError to refuse.
+    ``validate`` receives the would-be parameter dict and raises ValueError to refuse. Any
+    other exception (a TypeError from a value of the wrong type, a bug) refuses too: an
+    exception escaping a parameter callback would end the node.
     """
     def callback(changes: list[rclpy.parameter.Parameter]) -> SetParametersResult:
         values = param_values(node, params)
@@ -67,6 +69,9 @@ def validating_callback(
             validate(values)
         except ValueError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
+        except Exception as exc:  # never raise out of a parameter callback
+            node.get_logger().error(f"parameter check failed: {exc!r}")
+            return SetParametersResult(successful=False, reason=f"refused: {exc!r}")
         return SetParametersResult(successful=True)
 
     return callback

@@ -13,8 +13,13 @@ cancelled is retried at the next dock.
 Interfaces (relative names; remap in launch):
   sub  task_outcomes          glove_ros/TaskOutcome  one per finished task -> fast writer
   sub  docked                 std_msgs/Bool          dock state (wins when published)
-  sub  battery                sensor_msgs/BatteryState  CHARGING / FULL means docked when no
-                              ``docked`` topic is published
+  sub  battery                by ``battery.type``: sensor_msgs/BatteryState (CHARGING / FULL
+                              means charging) or std_msgs/UInt16 millivolts (HiWonder's
+                              ``ros_robot_controller/battery``: a rising voltage means
+                              charging, glove_ros/core/ops/dock.py); used when no ``docked``
+                              topic is published
+  sub  current_waypoint       std_msgs/String        where the robot stands: docked = charging
+                              at ``dock.waypoint`` (robots without a dock service)
   act  consolidate            glove_ros/Consolidate  run now (feedback: step, tokens, entries
                               read / written, last tool; cancellable)
   srv  undo_consolidation     std_srvs/Trigger       roll back the latest committed run
@@ -40,22 +45,21 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import BatteryState
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, String, UInt16
 from std_srvs.srv import Trigger
 
 from glove_ros import conversions as conv
 from glove_ros.action import Consolidate
 from glove_ros.core.consolidate.consolidation import (
-    ConsolidationConfig,
     ConsolidationReport,
     Consolidator,
-    FastWriter,
-    LlmPolicy,
     Progress,
-    RulePolicy,
-    episode_from_transitions,
 )
+from glove_ros.core.consolidate.policies import LlmPolicy, RulePolicy
+from glove_ros.core.consolidate.region import ConsolidationConfig
+from glove_ros.core.consolidate.writer import FastWriter, episode_from_transitions
 from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig, LlmLoadError
+from glove_ros.core.ops.dock import DockConfig, DockDetector
 from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.msg import ConsolidationReport as ConsolidationReportMsg
 from glove_ros.msg import TaskOutcome
@@ -65,6 +69,7 @@ from glove_ros.nodes.common import (
     SpinSafeActionClient,
     declare_params,
     destroy_handles,
+    latched_qos,
     param_values,
     run,
     validating_callback,
@@ -115,10 +120,26 @@ PARAMS = (
     Param("llm.timeout_s", 30.0, "wall-clock bound of one LLM call (how fast a cancel is "
           "honoured)", read_only=True),
     Param("llm.seed", 0, "sampling seed", read_only=True),
+    Param("battery.type", "BatteryState", "message on 'battery': 'BatteryState' "
+          "(sensor_msgs) or 'UInt16' (millivolts, HiWonder JetRover)", read_only=True),
+    Param("dock.waypoint", "", "the waypoint the charger is at: docked = charging there "
+          "('' = charging anywhere counts)", read_only=True),
+    Param("dock.charging_rise_mv", 40.0, "UInt16 battery: a voltage rise of this many mV "
+          "within dock.window_s means charging (the same fall: unplugged)", read_only=True),
+    Param("dock.window_s", 30.0, "UInt16 battery: seconds of readings the rise is measured over",
+          read_only=True),
     Param("llm.keep_loaded", False, "keep the model in memory between runs; default false: it "
           "is loaded when a run starts (on the dock) and released when it ends -- the Orin "
           "shares its memory between CPU and GPU"),
 )
+
+
+def dock_config(values: dict[str, Any]) -> DockConfig:
+    """The validated dock recognition from the parameters."""
+    cfg = DockConfig(str(values["battery.type"]), str(values["dock.waypoint"]),
+                     float(values["dock.charging_rise_mv"]), float(values["dock.window_s"]))
+    cfg.validate()
+    return cfg
 
 
 def core_config(values: dict[str, Any]) -> ConsolidationConfig:
@@ -154,6 +175,7 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError(f"consolidator must be 'rule' or 'llm' (got {values['consolidator']!r})")
     if float(values["rule.step_delay_s"]) < 0:
         raise ValueError("rule.step_delay_s must be >= 0")
+    dock_config(values)
     core_config(values)
     if values["consolidator"] == "llm":
         llm_config(values)
@@ -187,6 +209,7 @@ class ConsolidationNode(LifecycleNode):
         self._armed = True
         self._docked = False
         self._docked_topic = False
+        self._dock: DockDetector | None = None
 
     # lifecycle -------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -226,8 +249,9 @@ class ConsolidationNode(LifecycleNode):
             self.create_subscription(TaskOutcome, "task_outcomes", self._on_outcome, 50,
                                      callback_group=subs),
             self.create_subscription(Bool, "docked", self._on_docked, 10, callback_group=subs),
-            self.create_subscription(BatteryState, "battery", self._on_battery, 10,
-                                     callback_group=subs),
+            self._battery_subscription(subs),
+            self.create_subscription(String, "current_waypoint", self._on_waypoint,
+                                     latched_qos(), callback_group=subs),
             self.create_service(Trigger, "undo_consolidation", self._on_undo,
                                 callback_group=subs),
         ]
@@ -319,10 +343,36 @@ class ConsolidationNode(LifecycleNode):
         self._docked_topic = True
         self._set_docked(bool(msg.data))
 
+    def _battery_subscription(self, group: Any) -> Any:
+        values = param_values(self, PARAMS)
+        self._dock = DockDetector(dock_config(values))
+        if values["battery.type"] == "UInt16":
+            return self.create_subscription(UInt16, "battery", self._on_millivolts, 10,
+                                            callback_group=group)
+        return self.create_subscription(BatteryState, "battery", self._on_battery, 10,
+                                        callback_group=group)
+
     def _on_battery(self, msg: BatteryState) -> None:
-        if not self._docked_topic:
-            self._set_docked(msg.power_supply_status in (
+        if self._dock is not None:
+            self._dock.on_status(msg.power_supply_status in (
                 BatteryState.POWER_SUPPLY_STATUS_CHARGING, BatteryState.POWER_SUPPLY_STATUS_FULL))
+            self._dock_changed()
+
+    def _on_millivolts(self, msg: UInt16) -> None:
+        if self._dock is not None:
+            why = self._dock.on_millivolts(time.monotonic(), float(msg.data))
+            if why:
+                self.get_logger().warning(why, throttle_duration_sec=60.0)
+            self._dock_changed()
+
+    def _on_waypoint(self, msg: String) -> None:
+        if self._dock is not None:
+            self._dock.on_waypoint(msg.data)
+            self._dock_changed()
+
+    def _dock_changed(self) -> None:
+        if not self._docked_topic and self._dock is not None:
+            self._set_docked(self._dock.docked)
 
     def _set_docked(self, docked: bool) -> None:
         was, self._docked = self._docked, docked

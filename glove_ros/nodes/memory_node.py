@@ -71,7 +71,9 @@ from glove_ros.core.memory.experience import MemoryEvent, Source, Transition
 from glove_ros.core.memory.ingest import GroupCommitter, IngestConfig, Ticket
 from glove_ros.core.memory.store import ExperienceStore
 from glove_ros.core.ops.health import ERROR, OK, WARN
-from glove_ros.core.verify.verifier import GloveVerifier, VerifierConfig, VerifyResult
+from glove_ros.core.verify.config import VerifierConfig
+from glove_ros.core.verify.events import VerifyResult
+from glove_ros.core.verify.verifier import GloveVerifier
 from glove_ros.msg import DissonanceAlert, ProbeRequest
 from glove_ros.msg import MemoryEvent as MemoryEventMsg
 from glove_ros.msg import Transition as TransitionMsg
@@ -189,6 +191,9 @@ def validate(values: dict[str, Any]) -> None:
             raise ValueError(f"{name} must be > 0, got {values[name]!r}")
     if str(values["fleet.url"]).strip() and not str(values["fleet.robot_id"]).strip():
         raise ValueError("fleet.url is set but fleet.robot_id is empty: name this robot")
+    if not str(values["verifier.phase"]).strip():
+        raise ValueError("verifier.phase is empty: give the label statistics are counted under "
+                         "(e.g. 'source')")
     ingest_config(values)
     verifier_config(values).validate()
 
@@ -425,15 +430,21 @@ class MemoryNode(LifecycleNode):
                                                     if p.name.startswith("ingest.")}:
             self._committer.config = ingest
         if self._store is not None and any(n.startswith("verifier.") for n in names):
-            with self._write_lock:
-                if not values["verifier.enabled"]:
-                    self._verifier = None
-                elif self._verifier is None:
-                    self._verifier = GloveVerifier(self._store, config)
-                else:
-                    self._verifier.reconfigure(config)
-                if self._verifier is not None:
-                    self._verifier.phase = str(values["verifier.phase"])
+            try:  # a parameter callback refuses; it never raises (that would end the node)
+                with self._write_lock:
+                    verifier = self._verifier
+                    if not values["verifier.enabled"]:
+                        verifier = None
+                    elif verifier is None:
+                        verifier = GloveVerifier(self._store, config)
+                    else:
+                        verifier.reconfigure(config)  # validates first: nothing half-applied
+                    if verifier is not None:
+                        verifier.phase = str(values["verifier.phase"])
+                    self._verifier = verifier
+            except Exception as exc:
+                self.get_logger().error(f"refused verifier parameters {sorted(names)}: {exc}")
+                return SetParametersResult(successful=False, reason=str(exc))
             self.get_logger().info(f"verifier parameters applied: {sorted(names)}")
         return SetParametersResult(successful=True)
 

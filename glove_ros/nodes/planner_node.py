@@ -28,7 +28,11 @@ Interfaces (relative names):
                              ``pose`` geometry_msgs/PoseStamped (the simulator's map pose),
                              ``amcl`` PoseWithCovarianceStamped on amcl_pose (a real robot),
                              ``odom`` nav_msgs/Odometry; poses not in ``map_frame`` are
-                             dropped (REP-105: odometry drifts, the pose rule needs map)
+                             dropped (REP-105: odometry drifts, the pose rule needs map).
+                             AMCL is silent while the robot stands still: its last pose
+                             stays valid (glove_ros/core/world/pose_stream.py)
+  sub  initialpose           PoseWithCovarianceStamped: a re-localisation; no transition
+                             spanning it is recorded
   pub  current_waypoint      std_msgs/String ("" while driving; perception tags frames)
   pub  task_outcomes         glove_ros/TaskOutcome (one per finished task, for the updater)
   pub  /diagnostics          diagnostic_msgs/DiagnosticArray: planner kind, LLM loaded,
@@ -39,7 +43,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
@@ -54,20 +58,13 @@ from glove_ros import conversions as conv
 from glove_ros.action import NavigateToWaypoint, Probe, RunTask
 from glove_ros.core.memory.experience import MemoryEntry, Transition
 from glove_ros.core.ops.health import OK, WARN, LatencyStat
-from glove_ros.core.plan.agent import (
-    AgentConfig,
-    Finish,
-    GreedyPlanner,
-    LlmPlanner,
-    LlmPlannerConfig,
-    Look,
-    NavigateTo,
-    Task,
-    TaskAgent,
-    WorldMap,
-)
+from glove_ros.core.plan.agent import AgentConfig, TaskAgent
+from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
+from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task, WorldMap
 from glove_ros.core.plan.tasks import TaskRequest, understand
 from glove_ros.core.world.observation import FreshFrames, LookConfig, colors_of, judge_frames
+from glove_ros.core.world.perception import color_vocabulary
+from glove_ros.core.world.pose_stream import PoseStream
 from glove_ros.core.world.worldfile import load_world
 from glove_ros.msg import DetectionArray, TaskOutcome
 from glove_ros.nodes.common import (
@@ -119,8 +116,16 @@ PARAMS = (
           "within this many metres of it"),
     Param("pose_timeout", 15.0, "wall seconds a task waits for the robot's pose before it "
           "fails with 'position_unknown' (the position is never assumed)"),
-    Param("pose_gap", 2.0, "poses silent this many wall seconds means the robot driver "
-          "restarted: no transition spanning the gap is recorded"),
+    Param("pose_gap", 2.0, "a continuous pose source ('pose', 'odom') silent this many wall "
+          "seconds means the position is unknown (never a restart). 'amcl' is silent while the "
+          "robot stands still, so its last pose stays valid. Restarts are a pose stamp running "
+          "backwards or a re-localisation on initialpose: no transition spanning one is "
+          "recorded"),
+    Param("color_config_file", "", "the perception node's colour table (YAML); the task "
+          "vocabulary is its colours plus the world file's ('' = the built-in table)",
+          read_only=True),
+    Param("dock_service", True, "'return to the dock' calls the robot's dock service after "
+          "arriving; false (the JetRover has none): arriving at the dock waypoint is the task"),
     Param("call_retries", 3, "re-sends of a request a (restarted) server did not answer"),
     Param("call_timeout", 5.0, "wall seconds one service / goal request may take before it is "
           "re-sent"),
@@ -193,11 +198,10 @@ class PlannerNode(LifecycleNode):
         self._robot = threading.Lock()  # one master drives the robot at a time
         self._frames_lock = threading.Condition()
         self._frames: list[DetectionArray] = []
-        self._pose: tuple[float, float, float] | None = None  # in map_frame
-        self._wrong_frames = 0
-        self._pose_wall = 0.0  # monotonic time of the last pose message
-        self._pose_stamp = -1.0  # its header stamp, seconds
-        self._epoch = 0  # +1 whenever the pose stream shows a restart gap
+        self._pose: tuple[float, float, float] | None = None  # last pose, in map_frame
+        self._wrong_frames = self._bad_poses = 0
+        # restarts: stamp regression or re-localisation only (core/world/pose_stream.py)
+        self._poses = PoseStream("pose")
         self._agent: TaskAgent | None = None
         self._map: WorldMap | None = None
         self._servers: list[Any] = []
@@ -228,7 +232,12 @@ class PlannerNode(LifecycleNode):
             self.get_logger().error(f"cannot configure planner: {exc}")
             return TransitionCallbackReturn.FAILURE
         self._at = start
-        self._colors = tuple(sorted(world.colors))
+        try:  # what perception can report, not only what the world file places
+            self._colors = tuple(sorted(set(world.colors) | set(color_vocabulary(
+                str(values["color_config_file"])))))
+        except (ValueError, OSError) as exc:
+            self.get_logger().error(f"cannot configure planner: color_config_file: {exc}")
+            return TransitionCallbackReturn.FAILURE
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -287,7 +296,10 @@ class PlannerNode(LifecycleNode):
                                      callback_group=g),
             self.create_subscription(*POSE_SOURCES[str(values["pose_source"])], self._on_pose,
                                      10, callback_group=g),
+            self.create_subscription(PoseWithCovarianceStamped, "initialpose",
+                                     self._on_initialpose, 10, callback_group=g),
         ]
+        self._poses = PoseStream(str(values["pose_source"]), float(values["pose_gap"]))
         view = ServiceMemoryView(self)
         base = getattr(planner, "base", planner)
         if isinstance(base, LlmPlanner):  # its prompt shows stale memories as such
@@ -388,10 +400,10 @@ class PlannerNode(LifecycleNode):
     def _located(self) -> str | None:
         """The waypoint the robot's current pose is at, or None (no fresh pose, or between)."""
         assert self._map is not None
-        gap = float(self.get_parameter("pose_gap").value)
-        if self._pose is None or time.monotonic() - self._pose_wall > gap:
+        pose = self._poses.current(time.monotonic())
+        if pose is None:
             return None
-        x, y, _ = self._pose
+        x, y, _ = pose
         radius = float(self.get_parameter("locate_radius").value)
         best, dist = None, radius
         for wp, (wx, wy, _yaw) in self._map.waypoints.items():
@@ -428,22 +440,31 @@ class PlannerNode(LifecycleNode):
                     f"'{self.get_parameter('map_frame').value}': dropped "
                     f"({self._wrong_frames} so far; pose_source amcl on a real robot)")
             return
-        now = time.monotonic()
-        stamp = conv.seconds_from_time(msg.header.stamp)
-        gap = float(self.get_parameter("pose_gap").value)
-        if self._pose_wall and (now - self._pose_wall > gap or stamp < self._pose_stamp - 1e-6):
-            self._epoch += 1  # the driver went silent or its clock restarted
+        pose = conv.pose2d_from_pose(msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose)
+        update = self._poses.update(conv.seconds_from_time(msg.header.stamp), time.monotonic(),
+                                    *pose)
+        if not update.accepted:
+            self._bad_poses += 1
+            if self._bad_poses in (1, 100) or self._bad_poses % 1000 == 0:
+                self.get_logger().warning(f"{update.reason}: dropped ({self._bad_poses} so far)")
+            return
+        if update.restarted:
             self.get_logger().warning(
-                f"pose gap ({now - self._pose_wall:.1f}s silent, stamp "
-                f"{self._pose_stamp:.2f} -> {stamp:.2f}): the robot driver restarted; no "
-                "transition spanning it is recorded")
-        self._pose_stamp, self._pose_wall = stamp, now
-        pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose
-        self._pose = conv.pose2d_from_pose(pose)
+                f"{update.reason}: the robot driver restarted; no transition spanning it is "
+                "recorded")
+        self._pose = pose
         if self._map is not None and not self._robot.locked():  # idle: say where it stands
             here = self._located()
             if here is not None and here != self._at:
                 self._publish_waypoint(here)
+
+    def _on_initialpose(self, msg: PoseWithCovarianceStamped) -> None:
+        """Re-localisation (RViz's 2D Pose Estimate, or a person): the robot may have been
+        carried; no transition spanning it is recorded, and the pose is unknown until the
+        pose source speaks again."""
+        self._poses.relocalised()
+        self.get_logger().warning("re-localised (initialpose): no transition spanning it is "
+                                  "recorded; waiting for the pose source")
 
     def _on_detections(self, msg: DetectionArray) -> None:
         with self._frames_lock:
@@ -472,8 +493,13 @@ class PlannerNode(LifecycleNode):
         return out
 
     # robot primitives ------------------------------------------------------------------
-    def _navigate(self, waypoint: str, avoid: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
-        """Drive to ``waypoint``; returns (outcome, final waypoint)."""
+    def _navigate(self, waypoint: str, avoid: Sequence[tuple[str, str]] = (),
+                  cancelled: Callable[[], bool] = lambda: False) -> tuple[str, str]:
+        """Drive to ``waypoint``; returns (outcome, final waypoint).
+
+        ``cancelled`` is polled every 0.1 s while the goal runs: when it turns true (the
+        ``run_task`` goal was cancelled) the navigation goal is cancelled at once, so the
+        robot stops instead of driving on; the outcome is then ``cancelled``."""
         self._publish_waypoint("")
         if not self.nav_client.wait_for_server(timeout_sec=5.0):
             self.get_logger().error("navigate_to_waypoint server not available")
@@ -499,7 +525,15 @@ class PlannerNode(LifecycleNode):
         gone_since = None
         res = None
         while res is None and time.monotonic() < end:
-            res = wait_future(future, 0.5)
+            res = wait_future(future, 0.1)
+            if res is None and cancelled():
+                self.get_logger().info(f"navigate_to {waypoint}: task cancelled; cancelling "
+                                       "the navigation goal")
+                wait_future(handle.cancel_goal_async(), per_try)
+                res = wait_future(future, per_try)  # the server's last word: where it stopped
+                final = res.result.final_waypoint if res is not None else ""
+                self._publish_waypoint(final)
+                return "cancelled", final or self._at
             if res is None and not self.nav_client.server_is_ready():
                 gone_since = gone_since or time.monotonic()
                 if time.monotonic() - gone_since > per_try:  # the driver died mid-goal
@@ -595,7 +629,7 @@ class PlannerNode(LifecycleNode):
                         "restart or a push?): continuing from its pose")
                     agent.relocate(here, self._pose)
                     self._at = here
-                epoch = self._epoch
+                epoch = self._poses.epoch
                 t0 = time.monotonic()
                 action = agent.next_action()
                 self._latency.add(time.monotonic() - t0)
@@ -604,7 +638,8 @@ class PlannerNode(LifecycleNode):
                     break
                 step += 1
                 if isinstance(action, NavigateTo):
-                    outcome, final = self._navigate(action.waypoint, action.avoid_edges)
+                    outcome, final = self._navigate(action.waypoint, action.avoid_edges,
+                                                    lambda: handle.is_cancel_requested)
                     ts = agent.on_navigation(outcome, final, self._pose)
                     last = f"navigate_to {action.waypoint}: {outcome}"
                 elif isinstance(action, Look):
@@ -618,7 +653,7 @@ class PlannerNode(LifecycleNode):
                         epoch = -1  # the robot was not where the look was recorded
                 else:  # pragma: no cover - the agent has no other actions
                     raise RuntimeError(f"unknown agent action {action!r}")
-                if epoch != self._epoch and ts:
+                if epoch != self._poses.epoch and ts:
                     self.get_logger().warning(
                         f"not recording {len(ts)} transition(s) of '{last}': the robot driver "
                         "restarted or the robot moved during the action")
@@ -690,7 +725,7 @@ class PlannerNode(LifecycleNode):
                 result.success, result.reason = False, "no_memory"
                 handle.abort()
             elif target:
-                outcome, final = self._go_to(target)
+                outcome, final = self._go_to(target, handle)
                 result.success = outcome == "reached"
                 result.reason = "reached" if result.success else f"navigation: {outcome}"
                 result.found_at = final
@@ -710,8 +745,9 @@ class PlannerNode(LifecycleNode):
         result.intent, result.understood_by = req.intent, req.source
         return result
 
-    def _go_to(self, target: str) -> tuple[str, str]:
-        """Drive to ``target`` around corridors trusted memory believes blocked."""
+    def _go_to(self, target: str, handle: Any) -> tuple[str, str]:
+        """Drive to ``target`` around corridors trusted memory believes blocked (a cancel of
+        ``handle`` cancels the drive)."""
         assert self._agent is not None
         with self._robot:
             if self._at == target:
@@ -720,26 +756,34 @@ class PlannerNode(LifecycleNode):
                 avoid = sorted(self._agent.beliefs().blocked_edges)
             except RuntimeError:
                 avoid = []
-            outcome, final = self._navigate(target, avoid)
+            outcome, final = self._navigate(target, avoid, lambda: handle.is_cancel_requested)
             self._agent.relocate(final or self._at, self._pose)
             return outcome, final or self._at
 
     def _execute_dock(self, handle: Any) -> Any:
-        """Drive to the map's dock and start charging (the ``dock`` service)."""
+        """Drive to the map's dock and start charging: the ``dock`` service where the robot
+        has one (``dock_service``); without one (the JetRover) arriving is the task, and the
+        charger is seen on the battery (the consolidation node's dock detection)."""
         assert self._map is not None and self._agent is not None
         result = RunTask.Result()
         dock = self._map.dock
+        use_service = bool(self.get_parameter("dock_service").value)
         with self._robot:
             outcome, final = (("reached", self._at) if self._at == dock
-                              else self._navigate(dock))
+                              else self._navigate(dock, (), lambda: handle.is_cancel_requested))
             self._agent.relocate(final or self._at, self._pose)
             docked = None
-            if outcome == "reached":
+            if outcome == "reached" and use_service:
                 docked = self.call(self.dock_client, Trigger.Request(), 10.0)
-        result.success = bool(docked is not None and docked.success)
-        result.reason = "docked" if result.success else (
-            f"navigation to the dock: {outcome}" if outcome != "reached"
-            else "dock service refused or absent")
+        if use_service:
+            result.success = bool(docked is not None and docked.success)
+            result.reason = "docked" if result.success else (
+                f"navigation to the dock: {outcome}" if outcome != "reached"
+                else "dock service refused or absent")
+        else:
+            result.success = outcome == "reached"
+            result.reason = ("at the dock (no dock service: charging is read from the battery)"
+                             if result.success else f"navigation to the dock: {outcome}")
         result.found_at = dock if result.success else ""
         self.get_logger().info(f"return to dock: {result.reason}")
         if result.success:

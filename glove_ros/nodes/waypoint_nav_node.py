@@ -414,8 +414,8 @@ class WaypointNavNode(LifecycleNode):
                 wait_future(nav_goal.cancel_goal_async(), server_timeout)  # Nav2 stops
             time.sleep(TICK)
         status = done.result().status
-        outcome = outcome_from_nav2(status, cancelled and not timed_out, timed_out)
-        code = getattr(done.result().result, "error_code", 0)
+        code = int(getattr(done.result().result, "error_code", 0) or 0)
+        outcome = outcome_from_nav2(status, cancelled and not timed_out, timed_out, code)
         result.reached = outcome == REACHED
         result.outcome = outcome
         result.final_waypoint = (wp.id if outcome == REACHED

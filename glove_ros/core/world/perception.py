@@ -474,6 +474,22 @@ def build_untrained_yolo_onnx(out_dir: str | os.PathLike[str], *, arch: str = "y
 # --------------------------------------------------------------------------- factory
 
 
+def color_vocabulary(color_config_file: str = "") -> tuple[str, ...]:
+    """The colours perception can report: those of ``color_config_file`` (the same YAML the
+    perception node reads), or of the built-in table when it is ``""``. Sorted.
+
+    A task may name any of them even on a site whose world file places no blocks (a real
+    site): the robot has never seen it, so it explores. ValueError / OSError on a bad file.
+    """
+    if not color_config_file:
+        return tuple(sorted(c.color for c in DEFAULT_COLOR_RANGES))
+    import yaml
+
+    with open(color_config_file) as f:
+        cfg = ColorDetectorConfig.from_dict(yaml.safe_load(f) or {})
+    return tuple(sorted(c.color for c in cfg.colors))
+
+
 def make_detector(backend: str = "color", **kwargs: Any) -> Detector:
     """A detector by backend name.
 

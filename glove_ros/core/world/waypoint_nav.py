@@ -38,13 +38,31 @@ UNREACHABLE = "unreachable"  # no navigation server: the task fails, nothing is 
 GOAL_SUCCEEDED, GOAL_CANCELED, GOAL_ABORTED = 4, 5, 6
 
 
-def outcome_from_nav2(status: int, cancel_requested: bool, timed_out: bool) -> str:
+LOCALISATION_LOST = "localisation_lost"  # Nav2 could not transform / place the robot
+NAV_FAILED = "nav_failed"  # Nav2 itself failed (plugin, behaviour tree, controller)
+
+#: Nav2 error codes (Jazzy and later put one in the NavigateToPose result; Humble aborts with
+#: none) -> outcome. Only "no valid path" and an occupied start / goal are facts about the
+#: world that memory may keep as ``blocked``; a TF error or a robot outside the map is lost
+#: localisation; a controller that made no progress, a timeout or a failed plugin is Nav2's
+#: own failure. Neither is remembered. Ranges: ComputePathToPose 200-208, FollowPath
+#: 100-107, NavigateToPose 9000-9003 (nav2_msgs).
+NAV2_ERROR_OUTCOMES: dict[int, str] = {
+    208: BLOCKED, 205: BLOCKED, 206: BLOCKED,  # NO_VALID_PATH, START_/GOAL_OCCUPIED
+    204: UNREACHABLE,  # GOAL_OUTSIDE_MAP: the site file and the map disagree
+    202: LOCALISATION_LOST, 203: LOCALISATION_LOST,  # TF_ERROR, START_OUTSIDE_MAP
+    102: LOCALISATION_LOST, 9002: LOCALISATION_LOST,  # FollowPath / navigator TF_ERROR
+}
+
+
+def outcome_from_nav2(status: int, cancel_requested: bool, timed_out: bool,
+                      error_code: int = 0) -> str:
     """The navigate_to_waypoint outcome of a finished NavigateToPose goal.
 
-    Succeeded -> reached; aborted (Nav2 could not plan or gave up after its recoveries) ->
-    blocked, a world fact memory keeps; cancelled -> cancelled, or timeout when our own
-    ``nav.timeout`` cancelled it; anything else (unknown, no result) -> blocked unless we
-    cancelled it.
+    Succeeded -> reached; cancelled -> cancelled, or timeout when our own ``nav.timeout``
+    cancelled it. Aborted: by ``error_code`` (:data:`NAV2_ERROR_OUTCOMES`; any other
+    non-zero code is ``nav_failed``); with no code (Humble) Nav2 could not plan or gave up
+    after its recoveries -> blocked, a world fact memory keeps.
     """
     if status == GOAL_SUCCEEDED:
         return REACHED
@@ -52,6 +70,8 @@ def outcome_from_nav2(status: int, cancel_requested: bool, timed_out: bool) -> s
         return TIMEOUT
     if cancel_requested or status == GOAL_CANCELED:
         return CANCELLED
+    if error_code:
+        return NAV2_ERROR_OUTCOMES.get(int(error_code), NAV_FAILED)
     return BLOCKED
 
 

@@ -1,0 +1,61 @@
+"""Pose continuity: a robot standing still under AMCL stays located; only a stamp running
+backwards or a re-localisation is a restart (issue 31; Nav2 AMCL publishes amcl_pose only
+after update_min_d 0.25 m / update_min_a 0.2 rad of motion)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from glove_ros.core.world.pose_stream import PoseStream
+
+
+def test_amcl_silence_while_standing_still_keeps_the_pose_and_is_no_restart():
+    s = PoseStream("amcl", stale_after=2.0)
+    assert s.current(0.0) is None  # never had a pose: unknown, not assumed
+    assert s.update(10.0, 0.0, 1.0, 2.0, 0.5).accepted
+    # 10 minutes of silence (standing still): still located, same epoch
+    assert s.current(600.0) == (1.0, 2.0, 0.5)
+    up = s.update(610.0, 600.0, 1.3, 2.0, 0.5)  # it moved 0.3 m: AMCL speaks again
+    assert up.accepted and not up.restarted and s.epoch == 0
+    assert s.current(600.1) == (1.3, 2.0, 0.5)
+
+
+def test_continuous_source_goes_unknown_after_silence_but_does_not_restart():
+    s = PoseStream("odom", stale_after=2.0)
+    s.update(1.0, 0.0, 0.0, 0.0, 0.0)
+    assert s.current(1.9) is not None
+    assert s.current(2.1) is None  # the driver stopped: position unknown
+    up = s.update(5.0, 4.0, 0.0, 0.0, 0.0)  # it speaks again with a later stamp
+    assert not up.restarted and s.epoch == 0 and s.current(4.0) is not None
+
+
+def test_stamp_regression_is_a_restart():
+    s = PoseStream("pose")
+    s.update(3658.0, 0.0, 1.0, 1.0, 0.0)
+    up = s.update(30.0, 0.1, 0.0, 0.0, 0.0)  # simulated clock restarted
+    assert up.restarted and s.epoch == 1 and "backwards" in up.reason
+
+
+def test_relocalisation_is_a_restart_and_voids_the_pose_until_the_source_speaks():
+    s = PoseStream("amcl")
+    s.update(1.0, 0.0, 1.0, 1.0, 0.0)
+    s.relocalised()
+    assert s.epoch == 1 and s.current(0.1) is None
+    s.update(2.0, 0.2, 4.0, 4.0, 0.0)
+    assert s.current(0.3) == (4.0, 4.0, 0.0) and s.epoch == 1
+
+
+@pytest.mark.parametrize("bad", [(math.nan, 0.0, 0.0), (0.0, math.inf, 0.0), (0.0, 0.0, math.nan)])
+def test_non_finite_pose_is_refused_and_keeps_the_last_good_one(bad):
+    s = PoseStream("amcl")
+    s.update(1.0, 0.0, 1.0, 2.0, 0.0)
+    up = s.update(2.0, 1.0, *bad)
+    assert not up.accepted and "non-finite" in up.reason
+    assert s.current(1.0) == (1.0, 2.0, 0.0) and s.epoch == 0
+
+
+def test_stale_after_must_be_positive():
+    with pytest.raises(ValueError, match="stale_after"):
+        PoseStream("odom", stale_after=0.0)
