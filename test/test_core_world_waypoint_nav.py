@@ -119,6 +119,7 @@ def test_nav2_error_codes_only_make_world_facts_blocked():
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 202) == "localisation_lost"  # TF
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 9002) == "localisation_lost"
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 105) == "nav_failed"  # no progress
-    assert outcome_from_nav2(GOAL_ABORTED, False, False, 9000) == "nav_failed"  # UNKNOWN
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 9003) == "nav_failed"  # TIMEOUT
+    assert outcome_from_nav2(GOAL_ABORTED, False, False, 9000) == "blocked"  # no cause named
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 204) == "unreachable"  # off the map
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 0) == "blocked"  # Humble: no code

@@ -42,13 +42,15 @@ LOCALISATION_LOST = "localisation_lost"  # Nav2 could not transform / place the 
 NAV_FAILED = "nav_failed"  # Nav2 itself failed (plugin, behaviour tree, controller)
 
 #: Nav2 error codes (Jazzy and later put one in the NavigateToPose result; Humble aborts with
-#: none) -> outcome. Only "no valid path" and an occupied start / goal are facts about the
-#: world that memory may keep as ``blocked``; a TF error or a robot outside the map is lost
-#: localisation; a controller that made no progress, a timeout or a failed plugin is Nav2's
-#: own failure. Neither is remembered. Ranges: ComputePathToPose 200-208, FollowPath
-#: 100-107, NavigateToPose 9000-9003 (nav2_msgs).
+#: none) -> outcome. Only "no valid path", an occupied start / goal and an abort that names
+#: no cause (as Humble's) are read as facts about the world that memory may keep as
+#: ``blocked``; a TF error or a robot outside the map is lost localisation; a controller
+#: that made no progress, a timeout or a failed plugin is Nav2's own failure. Neither is
+#: remembered. Ranges: ComputePathToPose 200-208, FollowPath 100-107, NavigateToPose
+#: 9000-9003 (nav2_msgs).
 NAV2_ERROR_OUTCOMES: dict[int, str] = {
     208: BLOCKED, 205: BLOCKED, 206: BLOCKED,  # NO_VALID_PATH, START_/GOAL_OCCUPIED
+    9000: BLOCKED,  # navigator UNKNOWN: gave up with no cause named, read as Humble's abort
     204: UNREACHABLE,  # GOAL_OUTSIDE_MAP: the site file and the map disagree
     202: LOCALISATION_LOST, 203: LOCALISATION_LOST,  # TF_ERROR, START_OUTSIDE_MAP
     102: LOCALISATION_LOST, 9002: LOCALISATION_LOST,  # FollowPath / navigator TF_ERROR
