@@ -1,4 +1,10 @@
-"""Where bundled files (worlds, config, scenarios) live: source checkout or ROS install."""
+"""Where bundled files (worlds, config, scenarios) live, and where glove_ros writes its own.
+
+Bundled files: the source checkout, the pip package data or the ROS install. Written files
+(the demo's output and memory): the checkout's ``build/`` when running from a checkout,
+else the user's data folder, never the current folder, so a command gives the same path
+whatever folder it runs in.
+"""
 
 from __future__ import annotations
 
@@ -59,3 +65,25 @@ def resolve_world(name: str) -> Path:
 def resolve_config(name: str) -> Path:
     """A config file path from a path or a bundled config name (e.g. ``sim``)."""
     return resolve_bundled(name, "config")
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (its ``package.xml`` beside the
+    ``glove_ros`` package), or None for a pip or ROS install."""
+    root = _SOURCE_ROOT
+    if (root / "package.xml").is_file() and (root / "glove_ros" / "__init__.py").is_file():
+        return root
+    return None
+
+
+def data_dir() -> Path:
+    """Absolute folder for what glove_ros writes (demo output, its memory database).
+
+    The checkout's ``build/`` when running from a source checkout, else
+    ``$XDG_DATA_HOME/glove_ros`` (``~/.local/share/glove_ros``).
+    """
+    root = checkout_root()
+    if root is not None:
+        return root / "build"
+    base = os.environ.get("XDG_DATA_HOME") or "~/.local/share"
+    return (Path(base).expanduser() / "glove_ros").absolute()

@@ -1,13 +1,19 @@
-"""Launcher logic without ROS: restart back-off, run files and domain joining, db folders."""
+"""Launcher logic without ROS: restart back-off, run files and domain joining, db folders,
+and the check of the files a launch names before any node starts."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from glove_ros.cli import launcher
+from glove_ros.cli import main as cli
 
 
 def test_backoff_doubles_caps_and_gives_up_after_quick_failures():
@@ -71,3 +77,107 @@ def test_make_db_dirs_creates_only_relative_parents(tmp_path, monkeypatch):
     assert (tmp_path / "build" / "x").is_dir()
     assert not os.path.exists("/nonexistent_abs")
     assert len(said) == 1
+
+
+# ---------------------------------------------------------------- files checked before start
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def no_start(tmp_path, monkeypatch):
+    """launch() without ROS, where starting any process fails the test."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(launcher, "importlib", SimpleNamespace(import_module=lambda name: None))
+
+    def start(*args, **kwargs):
+        pytest.fail(f"a process was started: {args[0][:4]}")
+
+    monkeypatch.setattr(launcher, "start_process", start)
+    return tmp_path
+
+
+def _sim_params(tmp_path: Path, **worlds: str) -> Path:
+    doc = yaml.safe_load((ROOT / "config" / "sim.yaml").read_text())
+    for node, world in worlds.items():
+        doc[f"/**/{node}"]["ros__parameters"]["world"] = world
+    out = tmp_path / "params.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+@pytest.mark.parametrize("where", ["simulator -p", "simulator file", "planner file"])
+def test_a_typo_in_a_world_file_fails_in_one_line_and_starts_nothing(no_start, capsys, where):
+    world = no_start / "typo.yaml"
+    world.write_text((ROOT / "worlds" / "small.yaml").read_text().replace(
+        "waypoints:", "waypionts:", 1))
+    node = where.split()[0]
+    if where.endswith("-p"):
+        argv = ["launch", "sim", "-p", f"simulator.world:={world}"]
+    else:
+        argv = ["launch", "sim", "--params-file", str(_sim_params(no_start, **{node: str(world)}))]
+    t0 = time.monotonic()
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"glove-ros launch: {node}.world '{world}': world {world}: unknown "
+                          "key(s) waypionts")
+    assert err.endswith("; no node was started\n") and "Traceback" not in err
+    assert out == "" and not (no_start / "run").exists()  # no run file, nothing printed
+    assert not (no_start / "build").exists()  # no database folder made either
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_missing_world_file_names_the_file_and_the_bundled_choices(no_start, capsys):
+    code = cli.main(["launch", "sim", "-p", "simulator.world:=jetrover_maez"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("glove-ros launch: simulator.world 'jetrover_maez': world file "
+                          "'jetrover_maez' not found (bundled worlds in ")
+    assert "jetrover_maze" in err  # the bundled worlds are listed
+
+
+@pytest.mark.parametrize("text,said", [
+    (None, "No such file or directory"),
+    ("/**/memory:\n  ros__parameters: {db_path: [unclosed\n", "not valid YAML"),
+    ("- just\n- a list\n", "expected node sections"),
+])
+def test_a_bad_parameter_file_fails_in_one_line_and_starts_nothing(no_start, capsys, text,
+                                                                      said):
+    params = no_start / "params.yaml"
+    if text is not None:
+        params.write_text(text)
+    code = cli.main(["launch", "sim", "--params-file", str(params)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"glove-ros launch: parameter file {params}: ") and said in err
+
+
+def test_preflight_reads_what_each_node_would_get(tmp_path):
+    good = str(ROOT / "worlds" / "small.yaml")
+    doc = {"/**": {"ros__parameters": {"use_sim_time": True}},
+           "/**/simulator": {"ros__parameters": {"world": good, "nested": {"a": 1}}},
+           "/robot1/simulator": {"ros__parameters": {"world": "nope_world"}}}
+    assert launcher.node_parameters(doc, "simulator") == {
+        "use_sim_time": True, "world": good, "nested.a": 1}
+    assert launcher.node_parameters(doc, "simulator", "robot1")["world"] == "nope_world"
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    cmd = ["python", "-m", "x", "--ros-args", "-p", "exit_on_failure:=true"]
+    launcher.preflight(str(params), {"simulator": cmd})  # root namespace: the good world
+    with pytest.raises(ValueError, match="simulator.world 'nope_world': world file 'nope_world' "
+                       "not found"):
+        launcher.preflight(str(params), {"simulator": cmd}, "/robot1")
+    launcher.preflight(str(params), {"simulator": [*cmd, "-p", f"world:={good}"]}, "/robot1")
+
+
+def test_the_memory_database_paths_are_printed_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    doc = yaml.safe_load((ROOT / "config" / "sim.yaml").read_text())
+    cmds = {n: ["x", "--ros-args"] for n in ("memory", "planner", "plan_gate", "simulator")}
+    cmds["plan_gate"] += ["-p", "db_path:=/data/gate.db"]
+    found = launcher.database_paths(doc, cmds)
+    assert found == {tmp_path / "build" / "demo" / "memory.db": ["memory.db_path",
+                                                                  "planner.plan_db_path"],
+                     Path("/data/gate.db"): ["plan_gate.db_path"]}

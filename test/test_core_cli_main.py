@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from glove_ros import cli
+from glove_ros.cli import main as cli
 
 
 def test_help_lists_real_subcommands(capsys):
@@ -68,3 +68,40 @@ def test_unknown_subcommand_is_an_error():
     with pytest.raises(SystemExit) as exc:
         cli.main(["no-such-command"])
     assert exc.value.code == 2
+
+
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_lists_subcommands_in_the_order_a_user_needs_them_with_examples(capsys):
+    import re
+
+    out = _help(capsys)
+    listed = re.findall(r"^    (\w+) ", out, flags=re.M)
+    first = ["launch", "task", "watch", "demo"]
+    assert listed[:4] == first, listed
+    tools = [c for c in ("memory", "bag", "bench", "fleet", "node") if c in listed]
+    assert [c for c in listed if c in tools] == tools  # after the first four, in this order
+    assert listed.index("doctor") > listed.index(tools[-1])
+    examples = out.split("examples:", 1)[1]
+    commands = re.findall(r"^  glove-ros (\w+)", examples, flags=re.M)
+    assert 3 <= len(commands) <= 4 and commands[:3] == ["launch", "task", "watch"]
+    assert 'glove-ros task "find the red block"' in examples
+
+
+def test_task_and_watch_each_have_their_own_plain_text_description(capsys):
+    task, watch = _help(capsys, "task"), _help(capsys, "watch")
+
+    def description(text: str) -> str:
+        return text.split("\n\n", 2)[1]  # after the usage block
+
+    assert description(task).startswith("Give the running robot a task")
+    assert description(watch).startswith("Print what the running robot's memory does")
+    for text in (task, watch):
+        assert "``" not in text  # no reStructuredText markup in a terminal
+    assert "glove-ros task \"find the red block\"" in task.split("examples:")[1]
+    assert "glove-ros watch" in watch.split("examples:")[1]

@@ -22,8 +22,8 @@ from glove_ros.core.memory.store import (
     ExperienceStore,
     StoreCorruptError,
     StoreError,
-    recover_store,
 )
+from glove_ros.core.memory.store_schema import recover_store
 
 
 def T(i: int) -> Transition:
@@ -209,10 +209,90 @@ def test_unreadable_schema_is_damaged_and_untouched(tmp_path):
     data = bytearray(path.read_bytes())
     data[100:4096] = b"\x5a" * 3996  # the schema page, past the header
     path.write_bytes(bytes(data))
+    # no row can be read, so the message does not send the user to `memory recover`
     _refused(path, StoreCorruptError,
              f"{path} is damaged (SQLite: database disk image is malformed); it was left "
-             f"untouched. Copy its readable rows into a new file with `glove-ros memory "
-             f"recover {path} NEW.db`, or restore a backup.")
+             f"untouched. No memory rows of it can be read, so `glove-ros memory recover` "
+             f"would keep nothing: restore a backup, or move it aside (`mv {path} "
+             f"{path}.damaged`) to start an empty memory.")
+    before = _files(path)
+    with pytest.raises(StoreError) as info:
+        recover_store(path, tmp_path / "new.db")
+    assert str(info.value) == (
+        f"cannot read the table list of {path} (SQLite: database disk image is malformed); "
+        f"no rows can be recovered from it and it was left untouched. Restore a backup, or "
+        f"move it aside (`mv {path} {path}.damaged`) to start an empty memory.")
+    assert "memory recover" not in str(info.value)
+    assert _files(path) == before and not (tmp_path / "new.db").exists()
+
+
+def _memory_file(path: Path, n: int = 3000) -> bytes:
+    """A checkpointed memory file of ``n`` entries with no WAL beside it; its bytes."""
+    with ExperienceStore(path) as s:
+        s.record_many([T(i) for i in range(n)])
+        s.checkpoint(truncate=True)
+    for p in path.parent.glob(path.name + "-*"):
+        p.unlink()
+    return path.read_bytes()
+
+
+@pytest.mark.timeout(60)
+def test_recovery_of_a_file_truncated_inside_a_page_ends_and_keeps_the_rows_before(tmp_path):
+    # the last page is cut short: SQLite reads its missing part as zeros, and the damaged
+    # b-tree hands back row ids already copied; recovery used to loop on them for ever
+    path = tmp_path / "memory.db"
+    data = _memory_file(path)
+    path.write_bytes(data[: len(data) // 2 + 17])
+    before = _files(path)
+    report = recover_store(path, tmp_path / "new.db")
+    assert _files(path) == before
+    assert 0 < report.rows["entries"] < 3000
+    [(first_lost, last_lost)] = report.lost_ranges["entries"]
+    assert first_lost == report.rows["entries"] + 1 and last_lost == -1
+    assert f"unreadable ids {first_lost}..end" in report.summary()
+    with ExperienceStore(tmp_path / "new.db", check=True) as s:
+        assert s.counts()["total"] == report.rows["entries"]
+
+
+def _overwrite_14_bytes(data: bytes, tmp: Path) -> bytes:
+    """``data`` with 14 bytes overwritten in the middle of one page, chosen so that
+    SQLite's quick_check still passes and its integrity_check does not (an index no longer
+    matches its row): the damage only a full check sees."""
+    for page in range(len(data) // 4096 // 2, len(data) // 4096):
+        damaged = bytearray(data)
+        damaged[page * 4096 + 2048: page * 4096 + 2062] = b"\xa5" * 14
+        probe = tmp / f"probe{page}.db"
+        probe.write_bytes(bytes(damaged))
+        with sqlite3.connect(f"{probe.as_uri()}?mode=ro&immutable=1", uri=True) as c:
+            try:
+                quick = c.execute("PRAGMA quick_check").fetchall()
+                full = c.execute("PRAGMA integrity_check").fetchall()
+            except sqlite3.DatabaseError:
+                continue
+        probe.unlink()
+        if quick == [("ok",)] and full != [("ok",)]:
+            return bytes(damaged)
+    raise AssertionError("no page where 14 overwritten bytes pass quick_check")
+
+
+def test_fourteen_overwritten_bytes_are_damage_to_a_full_check_not_to_quick_check(tmp_path):
+    from glove_ros.core.memory.store_check import check_file
+
+    path = tmp_path / "memory.db"
+    data = _memory_file(path)
+    path.write_bytes(_overwrite_14_bytes(data, tmp_path))
+    before = _files(path)
+    check_file(path, check=True)  # quick_check: every page is well-formed
+    with pytest.raises(StoreCorruptError) as info:
+        check_file(path, full=True)
+    text = str(info.value)
+    assert text.startswith(f"{path} is damaged (SQLite: integrity_check: row ")
+    assert "missing from index" in text and "glove-ros memory recover" in text
+    assert _files(path) == before
+    # the advice works: every row is copied, into a file that passes the full check
+    report = recover_store(path, tmp_path / "new.db")
+    assert report.rows["entries"] == 3000
+    check_file(tmp_path / "new.db", full=True)
 
 
 _OPEN_AS_NOBODY = r"""

@@ -74,6 +74,7 @@ from glove_ros.benchmarks._jetrover_runner import ModeRunner
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
 from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.world.worldfile import World, load_world
+from glove_ros.progress import Progress, add_progress_argument
 
 __all__ = [
     "FAST_FRAME",
@@ -235,6 +236,7 @@ def _ratios(results: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the benchmark's options on ``parser``."""
+    add_progress_argument(parser)
     parser.add_argument("--scenario", required=True, metavar="WORLD",
                         help="world file (worlds/*.yaml) or a bundled world's name")
     parser.add_argument("--mode", choices=("all", *MODES), default="all",
@@ -290,10 +292,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
         return 2
     modes = MODES if args.mode == "all" else (args.mode,)
-    from tqdm import tqdm
-
-    bar = tqdm(total=(cfg.episodes or default_episodes(world)) * len(modes), desc="tasks",
-               unit="task", file=sys.stderr, leave=False, dynamic_ncols=True)
+    bar = Progress((cfg.episodes or default_episodes(world)) * len(modes), "tasks", "task",
+                   enabled=args.progress)
     try:
         doc = run_benchmark(world, modes, cfg, args.planner, tick=lambda: bar.update(1))
     except Exception as exc:  # e.g. the LLM cannot be loaded

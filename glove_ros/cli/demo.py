@@ -15,11 +15,13 @@ alerts and suppressed memories beside the same task sequence run in the fast cor
 with static memory (never verified) and with the strongest local rule (``--baseline``,
 default SlidingWindow over the newest 100 transitions: the best-tuned baseline of the
 drift suite's waypoint family); the episode in which each drift was detected.
-Writes, under --out (default build/demo): demo_memory.db (the robot's experience memory,
-emptied at the start of each run, never a database a deployment config uses; inspect it
-with `glove-ros memory stats build/demo/demo_memory.db`), demo.json, demo.png (success and
-cumulative steps over episodes, drift and detection marked), demo_map.png (top-down map of
-memory status, trusted / suppressed / pending, per phase) and logs/ (one log per node).
+Writes, under --out (default: build/demo of this checkout, else ~/.local/share/glove_ros/demo;
+the same folder whatever folder the demo runs in): demo_memory.db (the robot's experience
+memory, emptied at the start of each run, never a database a deployment config uses; its
+absolute path is printed, inspect it with `glove-ros memory stats PATH`), demo.json,
+demo.png (steps after the drift and stale first goals per memory, success, drift and
+detection marked), demo_map.png (top-down map of memory status, trusted / suppressed /
+pending, per phase) and logs/ (one log per node).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 from glove_ros import graph
 from glove_ros.core.memory.memory_map import MemoryStatusMap, edge_status, place_status
 from glove_ros.paths import resolve_config, resolve_world
+from glove_ros.progress import Progress, add_progress_argument, say
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-scale", type=float, default=0.0,
                         help="simulated seconds per wall second (default: from the config)")
     parser.add_argument("--seed", type=int, default=0, help="task sequence seed")
-    parser.add_argument("--out", default="build/demo", help="output folder (default: build/demo)")
+    parser.add_argument("--out", default=str(default_out()),
+                        help="output folder (default: %(default)s: build/demo of this "
+                        "checkout, else in ~/.local/share/glove_ros)")
     parser.add_argument("--no-static", action="store_true",
                         help="skip the static-memory and baseline comparison runs")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, type=_baseline,
@@ -69,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wall seconds one task may take before it is cancelled")
     parser.add_argument("--recharge-below", type=float, default=0.3,
                         help="battery share below which the robot docks before the next task")
+    add_progress_argument(parser)
 
 
 #: the drift suite's best-tuned baseline on waypoint worlds (bench/results/suite.json)
@@ -111,6 +117,14 @@ def _positive_int(text: str) -> int:
 
 
 DEMO_DB = "demo_memory.db"
+
+
+def default_out() -> Path:
+    """The demo's output folder when --out is not given: absolute, whatever the current
+    folder (glove_ros.paths.data_dir: the checkout's build/, else the user's data folder)."""
+    from glove_ros.paths import data_dir
+
+    return data_dir() / "demo"
 
 
 def deployment_databases() -> dict[Path, str]:
@@ -200,14 +214,21 @@ def main(args: argparse.Namespace) -> int:
     import rclpy  # noqa: F401  (fail early with a clear message when ROS is not sourced)
 
     from glove_ros.benchmarks import jetrover as bench
+    from glove_ros.benchmarks._jetrover_config import (
+        BenchConfig,
+        default_episodes,
+        make_tasks,
+        phase_plan,
+    )
+    from glove_ros.benchmarks._jetrover_runner import ModeRunner
     from glove_ros.core.world.worldfile import load_world
 
     world_path = resolve_world(args.world)
     world = load_world(world_path)
-    episodes = args.episodes if args.episodes is not None else bench.default_episodes(world)
-    tasks = bench.make_tasks(world, episodes, args.seed)
-    phases = bench.phase_plan(world, episodes)
-    out = Path(args.out)
+    episodes = args.episodes if args.episodes is not None else default_episodes(world)
+    tasks = make_tasks(world, episodes, args.seed)
+    phases = phase_plan(world, episodes)
+    out = Path(args.out).expanduser().absolute()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     db = out / DEMO_DB
     _fresh_database(db)
@@ -230,6 +251,8 @@ def main(args: argparse.Namespace) -> int:
           f"GLOVE {args.mode}; drift: "
           + ("; ".join(e.describe() for e in world.drift_events())
              or "none"))
+    print(f"memory database: {db} (emptied first; inspect it with "
+          f"'glove-ros memory stats {db}')")
     print(f"starting {len(dep.nodes)} node processes "
           f"({', '.join(n.name for n in dep.nodes)}); logs in {out / 'logs'}")
     procs = _Graph(out / "logs")
@@ -251,12 +274,12 @@ def main(args: argparse.Namespace) -> int:
         base = _baseline(base)
     if not args.no_static:
         print("static memory (never verified), same tasks, core loop without DDS ...")
-        cfg = bench.BenchConfig(episodes=episodes, seed=args.seed, task_start="stay")
+        cfg = BenchConfig(episodes=episodes, seed=args.seed, task_start="stay")
         static = bench.run_mode(world, "static", cfg)
         if base is not None:
             name, params = base
             print(f"{_label(base)}, same tasks, core loop without DDS ...")
-            baseline = bench.ModeRunner(world, name, cfg, params=params).run()
+            baseline = ModeRunner(world, name, cfg, params=params).run()
             baseline["label"] = _label(base)
     summary = _summarise(rows, phases, counters, static, baseline)
     detections = detection_moments(world, rows)
@@ -397,7 +420,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
                 raise TimeoutError("no perception output (detections) within 120 s")
             time.sleep(0.1)
         docks = 0
-        bar = _progress(len(tasks))
+        bar = _progress(len(tasks), getattr(args, "progress", None))
         detected_in: set[str] = set()
         for ep, task in enumerate(tasks):
             procs.check()
@@ -457,20 +480,15 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
     return rows, counters
 
 
-def _progress(total: int) -> Any:
-    """A progress bar with ETA on stderr (tqdm); the episode lines print above it."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="episodes", unit="task", file=sys.stderr, leave=False,
-                dynamic_ncols=True)
+def _progress(total: int, enabled: bool | None = None) -> Progress:
+    """Episodes done: a bar with ETA on stderr when it is a terminal (or ``--progress``),
+    else one summary line at the end (glove_ros/progress.py); episode lines print above."""
+    return Progress(total, "episodes", "task", enabled=enabled)
 
 
 def _say(line: str) -> None:
     """Print a line without breaking the progress bar."""
-    from tqdm import tqdm
-
-    tqdm.write(line, file=sys.stdout)
-    sys.stdout.flush()
+    say(line)
 
 
 def _send(node: Any, group: Any, client: Any, goal: Any, timeout: float) -> Any:
@@ -597,13 +615,49 @@ def _table(summary: list[dict[str, Any]]) -> str:
 def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
           path: Path, detections: list[dict[str, Any]] = (),
           baseline: dict[str, Any] | None = None) -> None:
+    """Write the demo's figure (:func:`_figure`) as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
-    eps = [r["episode"] for r in rows]
+    fig = _figure(rows, static, world, detections, baseline)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _figure(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
+            detections: list[dict[str, Any]] = (),
+            baseline: dict[str, Any] | None = None) -> Any:
+    """The demo's figure, led by the panels where the memory makes a difference.
+
+    First and widest: robot steps since the first drift, cumulative per memory (before the
+    drift every memory is right and the curves coincide). Then, for the runs that record
+    it (the core-loop runs), stale first goals: tasks whose first goal was a remembered
+    place the block had left. Last and smallest: success (rolling 5), which a robot that
+    keeps searching reaches with any memory.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # (label, line style, colour, episode rows): one colour per memory in every panel
+    runs: list[tuple[str, str, str, list[dict[str, Any]]]] = [
+        ("GLOVE (ROS graph)", "-", "C0", rows)]
+    if static:
+        runs.append(("static memory", "--", "C1", static["episodes"]))
+    if baseline:
+        runs.append((baseline.get("label", "baseline"), ":", "C2", baseline["episodes"]))
+    drift_eps = sorted(e.episode for e in world.drift_events() if e.episode is not None)
+    first = drift_eps[0] if drift_eps else None
+    stale = [run for run in runs if run[3] and all("stale_goal" in x for x in run[3])]
+
+    widths = [2.2, 1.3, 1.0] if stale else [2.2, 1.0]
+    fig, axes = plt.subplots(1, len(widths), figsize=(4.2 * len(widths) + 1.5, 4.0),
+                             gridspec_kw={"width_ratios": widths})
+    ax_steps, ax_success = axes[0], axes[-1]
+    ax_stale = axes[1] if stale else None
 
     def rolling(values: list[float], w: int = 5) -> list[float]:
         return [sum(values[max(0, i - w + 1): i + 1]) / len(values[max(0, i - w + 1): i + 1])
@@ -616,41 +670,46 @@ def _plot(rows: list[dict[str, Any]], static: dict[str, Any] | None, world: Any,
             out.append(total)
         return out
 
-    ax[0].plot(eps, rolling([float(r["success"]) for r in rows]), label="GLOVE (ROS graph)")
-    ax[1].plot(eps, cumulative([r["steps"] for r in rows]), label="GLOVE (ROS graph)")
-    if static:
-        s_rows = static["episodes"]
-        ax[0].plot([r["episode"] for r in s_rows], rolling([float(r["success"]) for r in s_rows]),
-                   "--", label="static memory")
-        ax[1].plot([r["episode"] for r in s_rows], cumulative([r["steps"] for r in s_rows]), "--",
-                   label="static memory")
-    if baseline:
-        b_rows = baseline["episodes"]
-        label = baseline.get("label", "baseline")
-        ax[0].plot([r["episode"] for r in b_rows],
-                   rolling([float(r["success"]) for r in b_rows]), ":", label=label)
-        ax[1].plot([r["episode"] for r in b_rows], cumulative([r["steps"] for r in b_rows]),
-                   ":", label=label)
+    for label, ls, color, r in runs:
+        after = [x for x in r if first is None or x["episode"] >= first]
+        ax_steps.plot([x["episode"] for x in after], cumulative([x["steps"] for x in after]),
+                      ls, color=color, label=label)
+        ax_success.plot([x["episode"] for x in r], rolling([float(x["success"]) for x in r]),
+                        ls, color=color, label=label)
+    for label, ls, color, r in stale:
+        ax_stale.plot([x["episode"] for x in r], cumulative([float(x["stale_goal"]) for x in r]),
+                      ls, color=color, label=label, drawstyle="steps-post")
+    for a in axes:
+        for ep in drift_eps:
+            a.axvline(ep, color="red", alpha=0.5)
     for e in world.drift_events():
         if e.episode is not None:
-            for a in ax:
-                a.axvline(e.episode, color="red", alpha=0.5)
-                a.text(e.episode + 0.3, a.get_ylim()[1] * 0.95, e.type, color="red", fontsize=8,
-                       va="top")
+            ax_steps.text(e.episode + 0.3, ax_steps.get_ylim()[1] * 0.95, e.type, color="red",
+                          fontsize=8, va="top")
     for d in detections:
         if d["detected_in_episode"] is not None:
-            for a in ax:
+            for a in axes:
                 a.axvline(d["detected_in_episode"] + 0.5, color="green", ls=":", alpha=0.8)
-            ax[1].text(d["detected_in_episode"] + 0.8, ax[1].get_ylim()[1] * 0.8, "detected",
-                       color="green", fontsize=8, va="top")
-    ax[0].set(title="success (rolling 5 episodes)", xlabel="episode", ylim=(-0.05, 1.05))
-    ax[1].set(title="cumulative robot steps (navigations + looks)", xlabel="episode")
-    ax[0].legend(loc="lower left", fontsize=8)
-    ax[1].legend(loc="upper left", fontsize=8)
+            ax_steps.text(d["detected_in_episode"] + 0.8, ax_steps.get_ylim()[1] * 0.8,
+                          "detected", color="green", fontsize=8, va="top")
+    ax_steps.set(title=(f"robot steps since the drift (episode {first}), cumulative"
+                        if first is not None else "cumulative robot steps"),
+                 xlabel="episode", ylabel="navigations + looks")
+    if first is not None:
+        ax_steps.set_xlim(left=first - 0.5)
+    ax_steps.legend(loc="lower right", fontsize=8)
+    if ax_stale is not None:
+        ax_stale.set(title="stale first goals, cumulative\n(went where the block had been"
+                     + ("" if stale[0][3] is rows else "; core-loop runs") + ")",
+                     xlabel="episode")
+        ax_stale.title.set_fontsize(10)
+        ax_stale.legend(loc="upper left", fontsize=7)
+    ax_success.set(title="success (rolling 5)", xlabel="episode", ylim=(-0.05, 1.05))
+    ax_success.title.set_fontsize(10)
+    ax_success.legend(loc="lower left", fontsize=7)
     fig.suptitle(f"glove_ros demo: {world.name}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 _MAP_COLORS = {"trusted": "tab:green", "suppressed": "tab:red", "pending": "tab:orange",

@@ -14,7 +14,11 @@ What it adds over starting the nodes by hand:
   SIGTERM from the kernel if the launcher itself is killed: no orphans;
 * a ROS domain id per launch when ``ROS_DOMAIN_ID`` is not set, so two launches on one
   machine do not hear each other. It is printed, and written to a run file that
-  ``glove-ros task`` and ``glove-ros watch`` read to join the graph.
+  ``glove-ros task`` and ``glove-ros watch`` read to join the graph;
+* a check of the files the launch names before any node starts (:func:`preflight`): the
+  parameter file, and the world files (maps, waypoints) and colour tables its nodes would
+  read. A typo there fails in one line naming the file, exit code 2, nothing started,
+  instead of a node that fails its start, is restarted and fails again.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import importlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -260,6 +265,135 @@ def make_db_dirs(params_file: str, say: Callable[[str], None] = print) -> None:
     walk(doc)
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_world(value: str) -> None:
+    from glove_ros.core.world.worldfile import load_world
+
+    load_world(value)  # a path or a bundled world's name; parses and validates it
+
+
+def _check_colors(value: str) -> None:
+    import yaml
+
+    from glove_ros.core.world.perception import ColorDetectorConfig
+
+    with open(value) as f:  # what the perception node does at configure
+        try:
+            data = yaml.safe_load(f) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"colour table {value}: not valid YAML: {exc}") from exc
+    try:
+        ColorDetectorConfig.from_dict(data)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise ValueError(f"colour table {value}: {_one_line(exc)}") from exc
+
+
+#: node parameters that name a file the node reads when it starts, and how to check one
+FILE_PARAMS: dict[str, Callable[[str], None]] = {
+    "world": _check_world,
+    "color_config_file": _check_colors,
+}
+
+
+def _section_matches(key: str, node_fqn: str) -> bool:
+    """Whether a parameter-file section (``/**``, ``/**/memory``, ``memory``,
+    ``/robot1/memory``) applies to the node ``node_fqn`` (``/robot1/memory``)."""
+    k = key.strip() if key.strip().startswith("/") else "/" + key.strip()
+    pattern = re.escape(k).replace(r"/\*\*", "(?:/[^/]+)*").replace(r"\*", "[^/]+")
+    return re.fullmatch(pattern, node_fqn) is not None
+
+
+def _flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def node_parameters(doc: dict[str, Any], node: str, namespace: str = "") -> dict[str, Any]:
+    """The values a parameter file ``doc`` gives ``node`` (in ``namespace``), sections in
+    file order, later ones winning; nested names dotted (``verifier.mode``)."""
+    fqn = f"{graph.normalize_namespace(namespace)}/{node}"
+    values: dict[str, Any] = {}
+    for key, section in doc.items():
+        if isinstance(key, str) and isinstance(section, dict) and _section_matches(key, fqn):
+            params = section.get("ros__parameters")
+            if isinstance(params, dict):
+                values.update(_flatten(params))
+    return values
+
+
+def _command_overrides(cmd: list[str]) -> dict[str, str]:
+    """The ``-p NAME:=VALUE`` values of a node's command line (they win over the file)."""
+    return dict(cmd[i + 1].split(":=", 1) for i, arg in enumerate(cmd[:-1])
+                if arg == "-p" and ":=" in cmd[i + 1])
+
+
+def preflight(params_file: str, commands: Mapping[str, list[str]], namespace: str = ""
+              ) -> dict[str, Any]:
+    """Check the files a launch names before any node starts; ValueError, in one line
+    naming the file and the error, for the first that a node would fail on. Returns the
+    parameter file's content.
+
+    The parameter file must be readable YAML holding node sections; every world file
+    (``world``: the map, waypoints, blocks) and colour table (``color_config_file``) that a
+    node of ``commands`` (node name -> its command line) gets from the file or from
+    ``-p`` is read and validated as that node would at configure.
+    """
+    import yaml
+
+    try:
+        text = Path(params_file).read_text()
+    except OSError as exc:
+        raise ValueError(f"parameter file {params_file}: {exc.strerror or exc}") from exc
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"parameter file {params_file}: not valid YAML: {_one_line(exc)}"
+                         ) from exc
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"parameter file {params_file}: expected node sections such as "
+                         f"'/**/memory: {{ros__parameters: {{...}}}}', got a "
+                         f"{type(doc).__name__}")
+    checked: set[tuple[str, str]] = set()
+    for node, cmd in commands.items():
+        values = {**node_parameters(doc, node, namespace), **_command_overrides(cmd)}
+        for name, check in FILE_PARAMS.items():
+            value = values.get(name)
+            if not isinstance(value, str) or not value or (name, value) in checked:
+                continue
+            checked.add((name, value))
+            try:
+                check(value)
+            except Exception as exc:  # whatever the node would fail on, said in one line
+                raise ValueError(f"{node}.{name} '{value}': {_one_line(exc)}") from exc
+    return doc
+
+
+def database_paths(doc: dict[str, Any], commands: Mapping[str, list[str]],
+                   namespace: str = "") -> dict[Path, list[str]]:
+    """Absolute path of every database file the nodes get (``*db_path`` parameters, from
+    the file or ``-p``) -> the ``node.parameter`` names that use it. A relative path is
+    relative to the current folder, as the nodes read it."""
+    out: dict[Path, list[str]] = {}
+    for node, cmd in commands.items():
+        values = {**node_parameters(doc, node, namespace), **_command_overrides(cmd)}
+        for name, value in values.items():
+            if (name.rsplit(".", 1)[-1].endswith("db_path") and isinstance(value, str)
+                    and value and value != ":memory:"):
+                out.setdefault(Path(value).expanduser().absolute(), []).append(
+                    f"{node}.{name}")
+    return out
+
+
 class _Stop:
     """Signal handlers that only record the signal; the main loop does the stopping."""
 
@@ -287,7 +421,6 @@ def launch(args: argparse.Namespace) -> int:
     """
     from glove_ros.paths import resolve_config
 
-
     # The nodes need ROS 2 and the generated interfaces: say so in one line (glove_ros.cli)
     # rather than start processes that die with "No module named glove_ros.msg".
     for module in ("rclpy", "glove_ros.msg"):
@@ -309,6 +442,22 @@ def launch(args: argparse.Namespace) -> int:
             return 2
         overrides.setdefault("memory", {}).update(leaf[1])
     params = args.params_file or str(resolve_config(dep.config))
+    children = [
+        _Child(spec.name, graph.process_command(spec, params, overrides.get(spec.name, {}),
+                                                namespace=args.namespace,
+                                                deployment_name=dep.name,
+                                                log_level=args.log_level,
+                                                exit_on_failure=True),
+               Backoff(max_restarts=args.max_restarts))
+        for spec in dep.nodes
+    ]
+    commands = {c.name: c.cmd for c in children}
+    try:
+        doc = preflight(params, commands, args.namespace)
+    except ValueError as exc:
+        stop.restore()
+        print(f"glove-ros launch: {exc}; no node was started", file=sys.stderr)
+        return 2
     env = dict(os.environ)
     if env.get("ROS_DOMAIN_ID"):
         domain, how = int(env["ROS_DOMAIN_ID"]), "from ROS_DOMAIN_ID"
@@ -320,20 +469,13 @@ def launch(args: argparse.Namespace) -> int:
           "'glove-ros task' and 'glove-ros watch' join it, other ROS tools need "
           f"'export ROS_DOMAIN_ID={domain}'", flush=True)
     make_db_dirs(params)
+    for path, users in database_paths(doc, commands, args.namespace).items():
+        print(f"[launch] memory database {path} ({', '.join(users)})", flush=True)
     run_file = run_dir() / f"launch-{os.getpid()}.json"
     run_file.parent.mkdir(parents=True, exist_ok=True)
     run_file.write_text(json.dumps({"pid": os.getpid(), "domain": domain,
                                     "deployment": dep.name, "namespace": args.namespace,
                                     "params_file": params, "started": time.time()}))
-    children = [
-        _Child(spec.name, graph.process_command(spec, params, overrides.get(spec.name, {}),
-                                                namespace=args.namespace,
-                                                deployment_name=dep.name,
-                                                log_level=args.log_level,
-                                                exit_on_failure=True),
-               Backoff(max_restarts=args.max_restarts))
-        for spec in dep.nodes
-    ]
     if leaf is not None:  # first: the memory node's link finds its server up
         children.insert(0, _Child("fleet-leaf", leaf[0], Backoff(max_restarts=args.max_restarts)))
     code = 0

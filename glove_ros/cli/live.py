@@ -22,6 +22,46 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+# `glove-ros task --help` and `glove-ros watch --help`: plain text, one per command
+TASK_DESCRIPTION = """\
+Give the running robot a task in words and print what it does.
+
+Sends the task ("find the red block", "go to the kitchen", "return to the dock") to the
+planner's run_task action, prints each feedback message as it arrives, then the result:
+every field the action defines, with the robot's answer and the memories it rests on.
+Exit code 0 when the task succeeded, 1 when it failed, 2 when no planner answered.
+
+It joins the graph of a running 'glove-ros launch' (the launch's ROS domain is read from
+its run file) unless ROS_DOMAIN_ID or --domain says otherwise, and works the same against
+a real robot (--namespace when its nodes run in one).
+"""
+
+TASK_EXAMPLES = """\
+examples:
+  glove-ros task "find the red block"
+  glove-ros task "bring me to where you last saw the blue block" --namespace /jetrover_1
+  glove-ros task "find the green block" --episode 25   # simulator: drift events up to 25
+"""
+
+WATCH_DESCRIPTION = """\
+Print what the running robot's memory does, one readable line per event, until Ctrl-C.
+
+Dissonance alerts (what the robot saw against what memory said), suppressed, replaced and
+restored memories, re-verification requests and probes, Janus gate decisions on plan
+memory, dock-time consolidations, task outcomes and world events. --all adds every
+recorded transition.
+
+It joins the graph of a running 'glove-ros launch' (the launch's ROS domain is read from
+its run file) unless ROS_DOMAIN_ID or --domain says otherwise, and works the same against
+a real robot (--namespace when its nodes run in one).
+"""
+
+WATCH_EXAMPLES = """\
+examples:
+  glove-ros watch
+  glove-ros watch --namespace /jetrover_1 --duration 60
+"""
+
 
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``glove-ros task``."""

@@ -1,16 +1,17 @@
 """The ``glove-ros`` command.
 
-Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``:
+Subcommands are real tools, each documented by ``glove-ros SUBCOMMAND --help``, listed in
+the order a user needs them:
 
-* ``demo``     the README's main job (the simulated JetRover drift demo)
-* ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
-* ``memory``   inspect an experience-memory database: stats, query, explain
-* ``bag``      record, replay and drift-test rosbag2 recordings
-* ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
 * ``launch``   start a deployment's nodes as processes (what ``ros2 launch`` does there)
 * ``task``     give the running graph a task ("find the red block"); feedback and result
 * ``watch``    live memory events of the running graph (dissonance, suppressions, probes)
+* ``demo``     the README's main job (the simulated JetRover drift demo)
+* ``memory``   inspect an experience-memory database: check, stats, query, explain, recover
+* ``bag``      record, replay and drift-test rosbag2 recordings
+* ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
 * ``fleet``    robots sharing memory: the building's hub, a robot's leaf server, status
+* ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
 * ``sdf``      write the Gazebo SDF world generated from a world file
 * ``doctor``   check this environment: ROS 2, generated interfaces, models, discovery
 
@@ -68,18 +69,48 @@ def _available_nodes() -> list[str]:
     return [n for n in NODES if _module_exists(f"glove_ros.nodes.{n}_node")]
 
 
+EXAMPLES = """\
+examples:
+  glove-ros launch sim                  start the simulated robot's nodes (Ctrl-C stops them)
+  glove-ros task "find the red block"   in a second terminal: give it a task
+  glove-ros watch                       in a third: its memory at work, live
+  glove-ros demo --world small          the whole drift demo in one command (about 20 s)
+
+Run 'glove-ros SUBCOMMAND --help' for details.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Build the argument parser with every installed subcommand."""
+    """Build the argument parser with every installed subcommand.
+
+    Subcommands are listed in the order a user needs them: run a robot (launch), talk to it
+    (task, watch), the demo; then the tools (memory, bag, bench, fleet, node, sdf, doctor).
+    """
     parser = argparse.ArgumentParser(
         prog="glove-ros",
         description=(
-            "glove_ros: memory that stays true to a changing world, for embodied LLM "
-            "agents (GLOVE drift verification, Janus-gated plan memory, dock-time "
-            "consolidation)."
+            "glove_ros: memory that stays true to a changing world, for embodied LLM agents\n"
+            "(GLOVE drift verification, Janus-gated plan memory, dock-time consolidation)."
         ),
-        epilog="Run 'glove-ros SUBCOMMAND --help' for details.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+
+    from glove_ros.cli import fleet as fleet_cli
+    from glove_ros.cli import launcher, live
+
+    launcher.add_parser(sub)
+    p = sub.add_parser("task", help="give the running robot a task; print feedback and result",
+                       description=live.TASK_DESCRIPTION, epilog=live.TASK_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    live.add_task_arguments(p)
+    p.set_defaults(func=live.task_main)
+    p = sub.add_parser("watch", help="print what the running robot's memory does, live",
+                       description=live.WATCH_DESCRIPTION, epilog=live.WATCH_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    live.add_watch_arguments(p)
+    p.set_defaults(func=live.watch_main)
 
     if _module_exists("glove_ros.cli.demo"):
         from glove_ros.cli import demo
@@ -89,17 +120,6 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         demo.add_arguments(p)
         p.set_defaults(func=demo.main)
-
-    benches = _available_benchmarks()
-    if benches:
-        p = sub.add_parser("bench", help="run a benchmark (writes JSON under bench/results)")
-        bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
-        for name, text in benches.items():
-            mod = importlib.import_module(f"glove_ros.benchmarks.{name}")
-            bp = bsub.add_parser(name, help=text, description=mod.__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-            mod.add_arguments(bp)
-            bp.set_defaults(func=mod.main)
 
     if _module_exists("glove_ros.cli.memory"):
         from glove_ros.cli import memory as memory_cli
@@ -118,6 +138,22 @@ def build_parser() -> argparse.ArgumentParser:
         bags.add_arguments(p)
         p.set_defaults(func=bags.main)
 
+    benches = _available_benchmarks()
+    if benches:
+        p = sub.add_parser("bench", help="run a benchmark (writes JSON under bench/results)")
+        bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+        for name, text in benches.items():
+            mod = importlib.import_module(f"glove_ros.benchmarks.{name}")
+            bp = bsub.add_parser(name, help=text, description=mod.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+            mod.add_arguments(bp)
+            bp.set_defaults(func=mod.main)
+
+    p = sub.add_parser("fleet", help="fleet memory servers (hub, a robot's leaf) and status",
+                       description=fleet_cli.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    fleet_cli.add_arguments(p)
+
     nodes = _available_nodes()
     if nodes:
         p = sub.add_parser(
@@ -130,25 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("name", choices=nodes)
         p.add_argument("ros_args", nargs=argparse.REMAINDER)
         p.set_defaults(func=_run_node)
-
-    from glove_ros.cli import fleet as fleet_cli
-    from glove_ros.cli import launcher, live
-
-    launcher.add_parser(sub)
-    p = sub.add_parser("fleet", help="fleet memory servers (hub, a robot's leaf) and status",
-                       description=fleet_cli.__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    fleet_cli.add_arguments(p)
-    p = sub.add_parser("task", help="give the running robot a task; print feedback and result",
-                       description=live.__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    live.add_task_arguments(p)
-    p.set_defaults(func=live.task_main)
-    p = sub.add_parser("watch", help="print what the running robot's memory does, live",
-                       description=live.__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    live.add_watch_arguments(p)
-    p.set_defaults(func=live.watch_main)
 
     if _module_exists("glove_ros.core.world.sdf"):
         p = sub.add_parser("sdf", help="write the Gazebo SDF world of a world file",

@@ -3,9 +3,13 @@
 The experience store calls :func:`check_file` before it opens an existing file for writing.
 The check never writes the database or its write-ahead log, and it says "damaged" only when
 SQLite itself reports corruption (``SQLITE_CORRUPT`` / ``SQLITE_NOTADB``, or a failed
-``PRAGMA quick_check``). Everything else (a read-only location, a file that cannot be
-opened, a full disk, another application's database) gets its own message, because the
-remedy differs: telling an operator to throw away a healthy memory is the worst outcome.
+``PRAGMA quick_check``; ``full=True`` runs ``PRAGMA integrity_check``, which also compares
+every index with its table and so notices a few overwritten bytes inside a row that
+quick_check passes). Its advice is one that works: ``glove-ros memory recover`` only when
+recovery can read rows of the file, otherwise restore a backup or move the file aside.
+Everything else (a read-only location, a file that cannot be opened, a full disk, another
+application's database) gets its own message, because the remedy differs: telling an
+operator to throw away a healthy memory is the worst outcome.
 
 WAL awareness. A crash can leave committed rows only in the ``-wal`` file (an interrupted
 checkpoint, a killed process, a full disk): the main file alone then looks stale or even
@@ -14,7 +18,9 @@ read-only connection, exactly as the next writer will; only when there is no WAL
 is the main file read with ``immutable=1`` (no locks, no side files).
 
 :func:`recover` copies every readable row of a damaged file into a new database, skipping
-unreadable pages by bisecting row-id ranges, and reports how many rows each table kept.
+unreadable pages by bisecting row-id ranges, and reports how many rows each table kept. It
+never goes backwards: a damaged page whose cells point at row ids already copied (a
+truncation in the middle of a page reads as zeros) ends that range instead of looping.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import sqlite3
 import struct
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,6 +64,9 @@ class StoreError(RuntimeError):
 
 class StoreCorruptError(StoreError):
     """SQLite reports the database file as damaged; it was left untouched."""
+
+    #: SQLite's words for the damage, when :func:`check_file` may still re-word the advice
+    detail: str | None = None
 
 
 def _code(exc: BaseException) -> int | None:
@@ -127,11 +137,28 @@ def describe_error(path: str, exc: BaseException, known: str = "") -> StoreError
     return StoreError(f"memory database {path}: {exc}")
 
 
-def damaged_message(path: str, detail: str) -> str:
-    """The one message for a file SQLite reports as damaged."""
+def damaged_message(path: str, detail: str, recoverable: bool = True) -> str:
+    """The one message for a file SQLite reports as damaged.
+
+    ``recoverable`` False when no memory row of the file can be read: then
+    ``glove-ros memory recover`` would keep nothing, and the advice is what still works.
+    """
+    if recoverable:
+        advice = (f"Copy its readable rows into a new file with `glove-ros memory recover "
+                  f"{path} NEW.db`, or restore a backup.")
+    else:
+        advice = (f"No memory rows of it can be read, so `glove-ros memory recover` would "
+                  f"keep nothing: restore a backup, or move it aside (`mv {path} "
+                  f"{path}.damaged`) to start an empty memory.")
+    return f"{path} is damaged (SQLite: {detail}); it was left untouched. {advice}"
+
+
+def unrecoverable_message(path: str, detail: str) -> str:
+    """What ``glove-ros memory recover`` says about a file it cannot read at all."""
     return (
-        f"{path} is damaged (SQLite: {detail}); it was left untouched. Copy its readable rows "
-        f"into a new file with `glove-ros memory recover {path} NEW.db`, or restore a backup."
+        f"cannot read the table list of {path} (SQLite: {detail}); no rows can be recovered "
+        f"from it and it was left untouched. Restore a backup, or move it aside "
+        f"(`mv {path} {path}.damaged`) to start an empty memory."
     )
 
 
@@ -188,15 +215,39 @@ def check_file(
     path: str | os.PathLike[str],
     *,
     check: bool = False,
+    full: bool = False,
     identity: Callable[[set[str], int], None] | None = None,
 ) -> None:
     """Check an existing database file without writing it or its WAL.
 
     Raises :class:`StoreCorruptError` only when SQLite reports damage (``check`` adds a
-    ``PRAGMA quick_check`` of every page), :class:`StoreError` for everything else that
-    prevents use. ``identity(tables, application_id)`` may raise to refuse a foreign file.
+    ``PRAGMA quick_check`` of every page; ``full`` a ``PRAGMA integrity_check``, which
+    also compares every index with its table), :class:`StoreError` for everything else
+    that prevents use. ``identity(tables, application_id)`` may raise to refuse a foreign
+    file. The message of a damaged file advises ``glove-ros memory recover`` only when
+    recovery can read rows of the file.
     """
-    p = Path(path)
+    try:
+        _check_file(Path(path), check or full, full, identity)
+    except StoreCorruptError as exc:
+        detail = exc.detail
+        if detail is None or _salvageable(Path(path)):
+            raise
+        raise StoreCorruptError(damaged_message(str(path), detail, recoverable=False)) from exc
+
+
+def _damaged(path: Path, detail: str) -> StoreCorruptError:
+    exc = StoreCorruptError(damaged_message(str(path), detail))
+    exc.detail = detail
+    return exc
+
+
+def _check_file(
+    p: Path,
+    check: bool,
+    full: bool,
+    identity: Callable[[set[str], int], None] | None,
+) -> None:
     size = p.stat().st_size
     frames = _wal_frames(p)
     # another process may be creating this database right now (SQLite creates the file
@@ -229,20 +280,26 @@ def check_file(
                 f"has {size} bytes"
             )
             check = True  # let SQLite itself confirm the damage
+    pragma = "integrity_check" if full else "quick_check"
     with _reader(p, frames, truncated) as conn:
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-            result = conn.execute("PRAGMA quick_check").fetchall() if check else [("ok",)]
+            result = conn.execute(f"PRAGMA {pragma}").fetchall() if check else [("ok",)]
         except sqlite3.DatabaseError as exc:
+            if is_corruption(exc):
+                raise _damaged(p, f"{truncated}; {exc}" if truncated else str(exc)) from exc
             raise describe_error(str(p), exc, truncated) from exc
     if identity is not None:
         identity(tables, app_id)
     if [r[0] for r in result] != ["ok"]:
-        detail = "; ".join(str(r[0]) for r in result[:3])
+        detail = "; ".join(" ".join(str(r[0]).replace("*** in database main ***", "").split())
+                           for r in result[:3])
+        if len(result) > 3:
+            detail += f"; ... ({len(result)} problems)"
         if truncated:
             detail = f"{truncated}; {detail}"
-        raise StoreCorruptError(damaged_message(str(p), f"quick_check: {detail}"))
+        raise _damaged(p, f"{pragma}: {detail}")
 
 
 class _reader:
@@ -270,6 +327,9 @@ class _reader:
         except sqlite3.DatabaseError as exc:
             if self.conn is not None:
                 self.conn.close()
+            if is_corruption(exc):
+                raise _damaged(self.path, f"{self.known}; {exc}" if self.known else str(exc)
+                               ) from exc
             raise describe_error(str(self.path), exc, self.known) from exc
         return self.conn
 
@@ -279,6 +339,42 @@ class _reader:
 
 
 # --------------------------------------------------------------------------- recovery
+
+_SCHEMA_SQL = (
+    "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+    "AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END"
+)
+
+
+@contextmanager
+def _recovery_reader(path: Path) -> Iterator[sqlite3.Connection]:
+    """The salvage reader of ``path``; a file it cannot open at all is unrecoverable."""
+    reader = _reader(path, _wal_frames(path), salvage=True)
+    try:
+        conn = reader.__enter__()
+    except StoreCorruptError as exc:
+        detail = exc.detail or str(exc)
+        raise StoreError(unrecoverable_message(str(path), detail)) from exc
+    try:
+        yield conn
+    finally:
+        reader.__exit__(None, None, None)
+
+
+def _salvageable(path: Path) -> bool:
+    """Whether :func:`recover` would copy any memory from ``path`` (a read-only probe): its
+    table list is readable and at least one row of ``entries`` (of any table in a file
+    without experience memory) can be read."""
+    try:
+        with _reader(path, _wal_frames(path), salvage=True) as conn:
+            tables = [name for kind, name, sql in conn.execute(_SCHEMA_SQL).fetchall()
+                      if kind == "table" and "without rowid" not in " ".join(sql.lower().split())]
+            for table in ["entries"] if "entries" in tables else tables:
+                if next(_readable_rows(conn, table, []), None) is not None:
+                    return True
+    except (StoreError, sqlite3.Error, OSError):
+        pass
+    return False
 
 
 @dataclass
@@ -297,10 +393,39 @@ class RecoveryReport:
     def summary(self) -> str:
         """One line per table."""
         lines = [f"{t}: {n} row(s) kept" + (
-            f", unreadable id range(s) {self.lost_ranges[t][:5]}" if self.lost_ranges.get(t)
+            f", unreadable ids {_ranges_text(self.lost_ranges[t])}" if self.lost_ranges.get(t)
             else "") for t, n in self.rows.items()]
         lines += [f"{t}: not copied ({why})" for t, why in self.skipped_tables.items()]
         return "\n".join(lines)
+
+
+def _ranges_text(ranges: list[tuple[int, int]]) -> str:
+    """``[(1297, -1)]`` -> ``1297..end``; a range from the first possible id -> ``start..``."""
+    def one(lo: int, hi: int) -> str:
+        return (f"{'start' if lo <= _FIRST_ID else lo}.."
+                f"{'end' if hi == -1 else hi}")
+
+    text = ", ".join(one(lo, hi) for lo, hi in ranges[:5])
+    return text + (f" (+{len(ranges) - 5} more)" if len(ranges) > 5 else "")
+
+
+_FIRST_ID = -(1 << 62)  # where a by-rowid scan starts
+
+
+def _forward(rows: list[tuple[Any, ...]], start: int) -> list[tuple[Any, ...]]:
+    """The leading rows whose row ids rise from ``start``; a damaged b-tree may hand back
+    ids already read (a zero-filled page), and a scan that follows them never ends.
+    Raises ``sqlite3.DatabaseError`` when not even the first row moves forward."""
+    out: list[tuple[Any, ...]] = []
+    last = start - 1
+    for row in rows:
+        if int(row[0]) <= last:
+            break
+        out.append(row)
+        last = int(row[0])
+    if rows and not out:
+        raise sqlite3.DatabaseError("database disk image is malformed (row ids out of order)")
+    return out
 
 
 def _first_readable(conn: sqlite3.Connection, sql: str, after: int) -> int | None:
@@ -313,7 +438,7 @@ def _first_readable(conn: sqlite3.Connection, sql: str, after: int) -> int | Non
     step, ok = 1, None
     while after + step < 1 << 62:
         try:
-            conn.execute(sql, (after + step, 1)).fetchall()
+            _forward(conn.execute(sql, (after + step, 1)).fetchall(), after + step)
         except sqlite3.DatabaseError:
             step *= 2
             continue
@@ -325,7 +450,7 @@ def _first_readable(conn: sqlite3.Connection, sql: str, after: int) -> int | Non
     while lo < ok:
         mid = (lo + ok) // 2
         try:
-            conn.execute(sql, (mid, 1)).fetchall()
+            _forward(conn.execute(sql, (mid, 1)).fetchall(), mid)
             ok = mid
         except sqlite3.DatabaseError:
             lo = mid + 1
@@ -337,10 +462,10 @@ def _readable_rows(
 ) -> Iterator[tuple[Any, ...]]:
     """Every row of ``table`` SQLite can read, by rowid; unreadable gaps go to ``lost``."""
     sql = f'SELECT rowid, * FROM "{table}" WHERE rowid >= ? ORDER BY rowid LIMIT ?'
-    start, batch = -(1 << 62), 512
+    start, batch = _FIRST_ID, 512
     while True:
         try:
-            rows = conn.execute(sql, (start, batch)).fetchall()
+            rows = _forward(conn.execute(sql, (start, batch)).fetchall(), start)
         except sqlite3.DatabaseError:
             if batch > 1:
                 batch //= 2
@@ -375,18 +500,19 @@ def recover(
     if d.exists():
         raise StoreError(f"{d} exists; recover into a new file")
     report = RecoveryReport()
-    with _reader(s, _wal_frames(s), salvage=True) as conn:
+    if not s.is_file():
+        raise StoreError(f"no database file at {s}")
+    if s.stat().st_size == 0 and not _wal_frames(s):
+        raise StoreError(unrecoverable_message(str(s), "the file is empty (0 bytes)"))
+    with _recovery_reader(s) as conn:
         try:
-            schema = conn.execute(
-                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
-                "AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END"
-            ).fetchall()
+            schema = conn.execute(_SCHEMA_SQL).fetchall()
             app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"cannot read the schema of {s} ({exc}); nothing can be recovered from it"
-            ) from exc
+            raise StoreError(unrecoverable_message(str(s), str(exc))) from exc
+        if not any(kind == "table" for kind, _name, _sql in schema):
+            raise StoreError(unrecoverable_message(str(s), "its table list is empty"))
         create_private(d)
         out = sqlite3.connect(d, isolation_level=None)
         try:
