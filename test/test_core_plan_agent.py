@@ -527,3 +527,20 @@ def test_llm_planner_on_the_bundled_gguf_chooses_valid_waypoints(tmp_path):
     finally:
         rig.close()
         backend.close()
+
+
+def test_a_detour_arrives_but_remembers_nothing_about_the_corridor(tmp_path):
+    """Issue 31: Nav2 plans its own path; arriving around a closed corridor must not be
+    recorded as that corridor reached (nor blocked). The robot is there: it looks next."""
+    store = ExperienceStore(str(tmp_path / "m.db"))
+    agent = TaskAgent(WorldMap.from_world(load_world("small")), GreedyPlanner(),
+                      StoreMemoryView(store))
+    agent.start(Task("red", id="t"))
+    assert agent.next_action() == Look("dock")
+    assert agent.on_look("colors=")[0].outcome == "colors="
+    nav = agent.next_action()
+    assert isinstance(nav, NavigateTo) and nav.waypoint == "hall"
+    assert agent.on_navigation("detour", "hall") == []  # no transition for the corridor
+    assert agent.current == "hall" and agent.report.navigations == 1
+    assert agent.next_action() == Look("hall")  # it stands there: it looks
+    store.close()

@@ -123,3 +123,16 @@ def test_nav2_error_codes_only_make_world_facts_blocked():
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 9000) == "blocked"  # no cause named
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 204) == "unreachable"  # off the map
     assert outcome_from_nav2(GOAL_ABORTED, False, False, 0) == "blocked"  # Humble: no code
+
+
+def test_a_path_off_the_corridor_is_a_detour_not_the_corridor_reached():
+    from glove_ros.core.world.waypoint_nav import judge_arrival, route_deviation
+
+    a, b = (0.0, 0.0), (4.0, 0.0)
+    straight = [(x * 0.5, 0.05) for x in range(9)]
+    around = [(0.0, 0.0), (0.0, 3.0), (4.0, 3.0), (4.0, 0.0)]  # the way round a closed door
+    assert route_deviation(straight, a, b) == pytest.approx(0.05)
+    assert judge_arrival(straight, a, b, 1.0) == "reached"
+    assert route_deviation(around, a, b) == pytest.approx(3.0)
+    assert judge_arrival(around, a, b, 1.0) == "detour"
+    assert judge_arrival([], a, b, 1.0) == "reached"  # no pose seen: nothing contradicts it

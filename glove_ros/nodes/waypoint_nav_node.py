@@ -62,13 +62,16 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from glove_ros.action import NavigateToWaypoint
 from glove_ros.core.world.waypoint_nav import (
     CANCELLED,
+    DETOUR,
     DRIVING,
     REACHED,
     UNREACHABLE,
     NavConfig,
     NavTracker,
+    judge_arrival,
     nearest_waypoint,
     outcome_from_nav2,
+    route_deviation,
 )
 from glove_ros.core.world.worldfile import World, load_world
 from glove_ros.nodes.common import (
@@ -95,6 +98,9 @@ PARAMS = (
     Param("nav.stall_timeout", 20.0, "seconds without nav.stall_distance of movement -> blocked"),
     Param("nav.stall_distance", 0.1, "metres of movement that count as progress"),
     Param("nav.timeout", 300.0, "seconds before a goal ends as timeout"),
+    Param("nav.corridor_tolerance", 1.0, "metres the travelled path may stray from the straight "
+          "corridor between two waypoints: further, and an arrival is a 'detour' (memory learns "
+          "nothing about the corridor Nav2 drove around)"),
     Param("nav2.interface", "auto", "'action' (Nav2's NavigateToPose), 'topic' (goal_pose + "
           "pose tracking) or 'auto' (action when nav2_msgs is importable)", read_only=True),
     Param("nav2.action", "navigate_to_pose", "NavigateToPose action name (relative)",
@@ -169,6 +175,7 @@ class WaypointNavNode(LifecycleNode):
         self._pose_seq = 0
         self._frame_warned = False
         self._busy = False
+        self._route: list[tuple[float, float]] | None = None  # poses of the goal in flight
         self._active = False
         self._handles: list[Any] = []
         self._goal_pub = None
@@ -259,6 +266,8 @@ class WaypointNavNode(LifecycleNode):
             self._pose = (float(pose.position.x), float(pose.position.y),
                           yaw_of(pose.orientation))
             self._pose_seq += 1
+            if self._route is not None:
+                self._route.append(self._pose[:2])
 
     def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
         self._store_pose(msg.header.frame_id, msg.pose.pose)
@@ -302,11 +311,35 @@ class WaypointNavNode(LifecycleNode):
         return nearest_waypoint(self._world, pose[0], pose[1], tol) or ""
 
     def _execute(self, handle: Any) -> Any:
+        tol = float(self.get_parameter("nav.xy_tolerance").value)
+        start = self._final_waypoint(tol)  # the corridor starts where the robot stands
+        with self._lock:
+            self._route = []
         try:
-            return self._drive(handle)
+            result = self._drive(handle)
+            return self._check_corridor(result, start, handle.request.waypoint)
         finally:
             with self._lock:
                 self._busy = False
+                self._route = None
+
+    def _check_corridor(self, result: Any, start: str, goal: str) -> Any:
+        """A reached goal whose travelled path left the corridor start -> goal is a detour."""
+        world = self._world
+        if (result.outcome != REACHED or not start or start == goal or world is None
+                or not world.has_waypoint(start) or not world.has_waypoint(goal)):
+            return result
+        with self._lock:
+            path = list(self._route or [])
+        a, b = world.waypoint(start), world.waypoint(goal)
+        tol = float(self.get_parameter("nav.corridor_tolerance").value)
+        if judge_arrival(path, (a.x, a.y), (b.x, b.y), tol) == DETOUR:
+            worst = route_deviation(path, (a.x, a.y), (b.x, b.y))
+            self.get_logger().warning(
+                f"navigate_to '{goal}': arrived by a detour ({worst:.1f} m off the corridor "
+                f"{start} -> {goal}, tolerance {tol} m): the corridor is not recorded")
+            result.outcome = DETOUR
+        return result
 
     def _drive(self, handle: Any) -> Any:
         goal = handle.request

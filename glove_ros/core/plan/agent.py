@@ -89,6 +89,7 @@ from glove_ros.core.plan.agent_types import (
     ACTION_LOOK,
     ACTION_NAVIGATE,
     OUTCOME_BLOCKED,
+    OUTCOME_DETOUR,
     OUTCOME_REACHED,
     AgentAction,
     Finish,
@@ -544,7 +545,8 @@ class TaskAgent:
                       pose: Any = None) -> list[Transition]:
         """Report how the navigation ended; returns the navigation transition (if any).
 
-        ``outcome``: ``reached`` or ``blocked`` (a world fact, remembered), or
+        ``outcome``: ``reached`` or ``blocked`` (a world fact, remembered), ``detour``
+        (arrived at ``at_waypoint`` by a route around the corridor: nothing remembered), or
         ``cancelled`` / ``timeout`` (retried by replanning), ``battery_empty`` /
         ``unreachable`` / ``unknown_waypoint`` / anything else (the task fails); none of
         these is remembered. ``at_waypoint`` is where the robot ended up ("" or None:
@@ -588,6 +590,17 @@ class TaskAgent:
             self._goal = None
             return [t]
         self._pending = None
+        if outcome == OUTCOME_DETOUR and at_waypoint and self.map.has(at_waypoint):
+            # Nav2 arrived by its own route around the corridor: the robot is there, but
+            # nothing is known about the corridor itself, so nothing is remembered
+            self.current = at_waypoint
+            self.pose = new_pose if new_pose is not None else self.pose
+            self._need_look = at_waypoint not in self._checked
+            self.report.navigations += 1
+            self.report.visited.append(at_waypoint)
+            if self._goal == at_waypoint:
+                self._goal = None
+            return []
         if outcome in ("cancelled", "timeout"):
             if not at_waypoint or not self.map.has(at_waypoint):
                 self._end(False, f"navigation {outcome}; robot is not at a waypoint")

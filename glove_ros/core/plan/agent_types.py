@@ -24,6 +24,7 @@ __all__ = [
     "ACTION_LOOK",
     "ACTION_NAVIGATE",
     "OUTCOME_BLOCKED",
+    "OUTCOME_DETOUR",
     "OUTCOME_REACHED",
     "AgentAction",
     "Finish",
@@ -40,6 +41,7 @@ ACTION_LOOK = "look"
 ACTION_NAVIGATE = "navigate_to"
 OUTCOME_REACHED = "reached"
 OUTCOME_BLOCKED = "blocked"
+OUTCOME_DETOUR = "detour"  # arrived, but not along the corridor (Nav2 drove around it)
 _SIGNATURE_PREFIX = "colors="
 
 

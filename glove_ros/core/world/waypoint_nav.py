@@ -38,6 +38,7 @@ UNREACHABLE = "unreachable"  # no navigation server: the task fails, nothing is 
 GOAL_SUCCEEDED, GOAL_CANCELED, GOAL_ABORTED = 4, 5, 6
 
 
+DETOUR = "detour"  # arrived, but not along the corridor: memory learns nothing of it
 LOCALISATION_LOST = "localisation_lost"  # Nav2 could not transform / place the robot
 NAV_FAILED = "nav_failed"  # Nav2 itself failed (plugin, behaviour tree, controller)
 
@@ -85,11 +86,13 @@ class NavConfig:
     stall_timeout: float = 20.0  # seconds without stall_distance of movement -> blocked
     stall_distance: float = 0.1  # movement that counts as progress
     timeout: float = 300.0       # seconds from the start -> timeout
+    corridor_tolerance: float = 1.0  # a path further than this from the corridor -> detour
 
     def validate(self) -> NavConfig:
         """Raise ``ValueError`` naming every bad value; return ``self`` when valid."""
         problems = []
-        for name in ("xy_tolerance", "stall_timeout", "stall_distance", "timeout"):
+        for name in ("xy_tolerance", "stall_timeout", "stall_distance", "timeout",
+                     "corridor_tolerance"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 problems.append(f"nav.{name} must be a finite number > 0 (got {value!r})")
@@ -104,10 +107,33 @@ class NavConfig:
     def from_dict(cls, raw: dict[str, Any]) -> NavConfig:
         """Build from ``{"xy_tolerance": ..., ...}`` (a ``nav.`` prefix is stripped)."""
         kw = {k.split(".", 1)[1] if k.startswith("nav.") else k: v for k, v in raw.items()}
-        unknown = set(kw) - {"xy_tolerance", "stall_timeout", "stall_distance", "timeout"}
+        unknown = set(kw) - {"xy_tolerance", "stall_timeout", "stall_distance", "timeout",
+                             "corridor_tolerance"}
         if unknown:
             raise ValueError(f"unknown nav settings: {', '.join(sorted(unknown))}")
         return cls(**{k: float(v) for k, v in kw.items()}).validate()
+
+
+def route_deviation(path: list[tuple[float, float]], start: tuple[float, float],
+                    goal: tuple[float, float]) -> float:
+    """The largest distance, in metres, of a travelled ``path`` from the straight corridor
+    ``start`` -> ``goal`` (0 for an empty path)."""
+    (ax, ay), (bx, by) = start, goal
+    dx, dy = bx - ax, by - ay
+    length2 = dx * dx + dy * dy
+    worst = 0.0
+    for x, y in path:
+        t = 0.0 if length2 == 0 else max(0.0, min(1.0, ((x - ax) * dx + (y - ay) * dy) / length2))
+        worst = max(worst, math.hypot(x - (ax + t * dx), y - (ay + t * dy)))
+    return worst
+
+
+def judge_arrival(path: list[tuple[float, float]], start: tuple[float, float],
+                  goal: tuple[float, float], tolerance: float) -> str:
+    """``reached`` when the robot drove the corridor (no pose of ``path`` further than
+    ``tolerance`` metres from it), else ``detour``: Nav2 plans its own route, and arriving
+    says nothing about a corridor it drove around (a closed door it avoided)."""
+    return REACHED if route_deviation(path, start, goal) <= tolerance else DETOUR
 
 
 class NavTracker:
