@@ -87,3 +87,19 @@ def data_dir() -> Path:
         return root / "build"
     base = os.environ.get("XDG_DATA_HOME") or "~/.local/share"
     return (Path(base).expanduser() / "glove_ros").absolute()
+
+
+def make_private_dirs(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` and every missing parent with mode 0700 (memory is private to its
+    owner). ``Path.mkdir(mode=..., parents=True)`` gives the mode to the last folder only;
+    here each folder created gets it. Folders that exist keep their modes."""
+    missing: list[Path] = []
+    p = Path(folder)
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another process: fine
+            pass

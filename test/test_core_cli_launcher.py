@@ -181,3 +181,21 @@ def test_the_memory_database_paths_are_printed_absolute(tmp_path, monkeypatch):
     assert found == {tmp_path / "build" / "demo" / "memory.db": ["memory.db_path",
                                                                   "planner.plan_db_path"],
                      Path("/data/gate.db"): ["plan_gate.db_path"]}
+
+
+def test_private_dirs_get_0700_on_every_folder_created(tmp_path):
+    """Issue 31: `mkdir(mode=0o700, parents=True)` set the mode on the last folder only, so
+    database folders were created 0755. Folders that exist keep their mode."""
+    import os
+    import stat
+
+    from glove_ros.paths import make_private_dirs
+
+    os.umask(0o022)
+    (tmp_path / "kept").mkdir(mode=0o755)
+    target = tmp_path / "kept" / "a" / "b" / "c"
+    make_private_dirs(target)
+    for d in (tmp_path / "kept" / "a", tmp_path / "kept" / "a" / "b", target):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    assert stat.S_IMODE((tmp_path / "kept").stat().st_mode) == 0o755
+    make_private_dirs(target)  # idempotent

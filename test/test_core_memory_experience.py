@@ -89,6 +89,10 @@ def test_valid_transition_passes_and_normalises():
         ({"outcome": "o" * (MAX_OUTCOME_CHARS + 1)}, "outcome"),
         ({"context": "c" * (MAX_CONTEXT_CHARS + 1)}, "context"),
         ({"episode_id": "bad\x00id"}, "episode_id"),
+        # issue 31: control characters printed keys across lines in explanations
+        ({"state_key": "hall\nkitchen"}, "state_key contains the control character"),
+        ({"action_arg": "a\rb"}, "action_arg"),
+        ({"robot_id": "r\x1b[31m"}, "robot_id"),
     ],
 )
 def test_invalid_transitions_are_rejected_with_the_field_named(changes, needle):

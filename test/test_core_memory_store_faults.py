@@ -333,12 +333,15 @@ def test_read_only_location_is_reported_as_read_only_not_damaged():
 
 
 def test_new_files_are_private(tmp_path):
-    path = tmp_path / "deep" / "memory.db"
+    os.umask(0o022)
+    path = tmp_path / "deep" / "er" / "memory.db"
     with ExperienceStore(path) as s:
         s.record(T(1))
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(Path(str(path) + "-wal").stat().st_mode) == 0o600
+    # every folder created, not only the last (issue 31: the parents were 0755)
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
 
 
 def test_opening_retries_while_another_process_switches_the_file(tmp_path, monkeypatch):

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from glove_ros import graph
+from glove_ros.paths import make_private_dirs
 from glove_ros.procs import die_with_parent
 
 # ROS domain ids this launcher picks from (fastdds' port formula allows 0..232 with the
@@ -257,7 +258,7 @@ def make_db_dirs(params_file: str, say: Callable[[str], None] = print) -> None:
                         and not value.startswith("~")):
                     parent = Path(value).parent
                     if not parent.exists():
-                        parent.mkdir(parents=True, exist_ok=True)
+                        make_private_dirs(parent)
                         say(f"[launch] created {parent}/ for {key}")
                 else:
                     walk(value)

@@ -86,6 +86,7 @@ from glove_ros.nodes.common import (
     run,
 )
 from glove_ros.nodes.diagnostics import NodeDiagnostics
+from glove_ros.paths import make_private_dirs
 from glove_ros.srv import ExplainEntry, QueryMemory, RecordTransition
 
 FLEET_LATCHED = 100  # fleet_suppressions kept for late subscribers
@@ -211,7 +212,7 @@ class WriterLock:
 
     def acquire(self) -> None:
         """Take the lock or raise ``RuntimeError`` naming the holder's pid."""
-        Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(Path(self.path).parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -78,6 +78,7 @@ from glove_ros.nodes.common import (
     run,
     validating_callback,
 )
+from glove_ros.paths import make_private_dirs
 
 PARAMS = (
     *AUTOSTART_PARAMS,
@@ -207,7 +208,7 @@ class PlanGateNode(LifecycleNode):
             # experience store first: on a new shared file it writes the schema and the
             # application id the memory node checks for
             self._exp = ExperienceStore(exp_path)
-            db.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(db.parent)
             self._plan = PlanMemoryStore(db)
             world_map = WorldMap.from_world(load_world(str(values["world"])))
             self._rehearsal = RehearsalContext(world_map, str(values["rehearsal.start"]))

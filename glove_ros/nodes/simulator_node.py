@@ -53,7 +53,7 @@ from glove_ros.nodes.common import (
     run,
     validating_callback,
 )
-from glove_ros.paths import resolve_world
+from glove_ros.paths import make_private_dirs, resolve_world
 
 PARAMS = (
     *AUTOSTART_PARAMS,
@@ -171,7 +171,7 @@ class SimulatorNode(LifecycleNode):
             snap = self._sim.snapshot()
         path = Path(self._state_path)
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(path.parent)
             tmp = path.with_name(path.name + ".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -157,6 +157,11 @@ class Transition:
                 )
             if "\x00" in value:
                 raise ValueError(f"transition {name} contains a NUL character")
+            if name in _KEY_FIELDS:
+                bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+                if bad is not None:
+                    raise ValueError(f"transition {name} contains the control character "
+                                     f"{bad!r}; keys are one printable line")
         if self.pose is not None:
             if not isinstance(self.pose, tuple) or len(self.pose) != 3:
                 raise ValueError(

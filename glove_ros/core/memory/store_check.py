@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from glove_ros.paths import make_private_dirs
+
 _T = TypeVar("_T")
 
 __all__ = [
@@ -177,7 +179,7 @@ def create_private(path: Path) -> None:
     stays private to its owner. Existing files and directories keep their modes.
     """
     if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
