@@ -308,7 +308,13 @@ def task_main(args: argparse.Namespace) -> int:
             print("the planner rejected the task" if handle is not None else
                   "the planner did not answer the goal request", file=sys.stderr)
             return 1
-        response = _wait(s, s.in_group(group, handle.get_result_async), args.timeout)
+        response = _wait(s, s.in_group(group, handle.get_result_async), args.timeout,
+                         alive=lambda: bool(s.in_group(group, client.server_is_ready)))
+        if response is _GONE:
+            print(f"the planner's run_task server went away during the task (the planner "
+                  f"stopped or died?); no result for more than {SERVER_GONE_S:.0f}s: the "
+                  "outcome is unknown", file=sys.stderr)
+            return 1
         if response is None:
             s.in_group(group, handle.cancel_goal_async)
             why = "interrupted" if s.stop.is_set() else f"no result after {args.timeout:.0f}s"
@@ -340,13 +346,30 @@ def _announce_episode(s: _Session, episode: int) -> None:
     print(f"episode {episode} announced to the simulator", flush=True)
 
 
-def _wait(s: _Session, future: Any, timeout: float) -> Any:
+_GONE = object()  # what _wait returns when the server disappeared
+SERVER_GONE_S = 3.0  # seconds an action server may be missing before the goal is given up
+
+
+def _wait(s: _Session, future: Any, timeout: float,
+          alive: Callable[[], bool] | None = None) -> Any:
+    """The future's result; None on timeout or Ctrl-C; ``_GONE`` when ``alive`` (polled
+    twice a second) has said False for more than ``SERVER_GONE_S`` seconds."""
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())
     end = time.monotonic() + timeout
+    next_check, gone_since = time.monotonic() + 0.5, None
     while not done.wait(0.1):
-        if s.stop.is_set() or time.monotonic() > end:
+        now = time.monotonic()
+        if s.stop.is_set() or now > end:
             return None
+        if alive is not None and now >= next_check:
+            next_check = now + 0.5
+            if alive():
+                gone_since = None
+            elif gone_since is None:
+                gone_since = now
+            elif now - gone_since > SERVER_GONE_S:
+                return _GONE
     return future.result()
 
 
