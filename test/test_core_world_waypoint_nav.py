@@ -136,3 +136,22 @@ def test_a_path_off_the_corridor_is_a_detour_not_the_corridor_reached():
     assert route_deviation(around, a, b) == pytest.approx(3.0)
     assert judge_arrival(around, a, b, 1.0) == "detour"
     assert judge_arrival([], a, b, 1.0) == "reached"  # no pose seen: nothing contradicts it
+
+
+def test_corridors_driven_are_read_from_the_path_not_from_the_goal():
+    """Nav2 may pass other waypoints on its way; only corridors the path evidently followed
+    are reported (issue 31: memory learns about a corridor only when the robot drove it)."""
+    from glove_ros.core.world.waypoint_nav import corridors_driven
+
+    wps = {"kitchen": (0.0, 4.0), "dock": (0.0, 0.0), "hall": (4.0, 0.0), "lab": (4.0, 4.0)}
+    corridors = {("dock", "kitchen"), ("dock", "hall"), ("hall", "lab")}
+    via_dock = [(0.0, 4.0 - 0.5 * k) for k in range(9)] + [(0.5 * k, 0.1) for k in range(9)]
+    assert corridors_driven(via_dock, "kitchen", wps, corridors, 0.5, 1.0) == [
+        ("kitchen", "dock"), ("dock", "hall")]
+    # straight across the room from kitchen to hall: no corridor joins them
+    across = [(0.5 * k, 4.0 - 0.5 * k) for k in range(9)]
+    assert corridors_driven(across, "kitchen", wps, corridors, 0.5, 1.0) == []
+    # a wide swerve on the dock-hall corridor: not evidence of that corridor
+    swerve = [(0.0, 0.0), (2.0, 2.5), (4.0, 0.0)]
+    assert corridors_driven(swerve, "dock", wps, corridors, 0.5, 1.0) == []
+    assert corridors_driven([], "", wps, corridors, 0.5, 1.0) == []

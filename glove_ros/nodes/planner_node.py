@@ -210,6 +210,7 @@ class PlannerNode(LifecycleNode):
         self._wp_pub = None
         self._outcome_pub = None
         self._at = ""
+        self._driven: list[str] = []
         self._llm: Any = None
         self._plan_store: Any = None
         self._planner: Any = None
@@ -291,6 +292,7 @@ class PlannerNode(LifecycleNode):
         if self._wp_pub is None:  # publishers: created once, destroyed on cleanup
             self._wp_pub = self.create_publisher(String, "current_waypoint", latched_qos())
             self._outcome_pub = self.create_publisher(TaskOutcome, "task_outcomes", 10)
+        self._poses = PoseStream(str(values["pose_source"]), float(values["pose_gap"]))
         self._handles = [
             self.create_subscription(DetectionArray, "detections", self._on_detections, 10,
                                      callback_group=g),
@@ -299,7 +301,12 @@ class PlannerNode(LifecycleNode):
             self.create_subscription(PoseWithCovarianceStamped, "initialpose",
                                      self._on_initialpose, 10, callback_group=g),
         ]
-        self._poses = PoseStream(str(values["pose_source"]), float(values["pose_gap"]))
+        if values["pose_source"] == "amcl":  # AMCL keeps its last pose (transient local) and
+            # is silent while the robot stands: a latched reader gets that pose at start; the
+            # plain one above still matches a volatile publisher (a latched reader would not)
+            self._handles.append(self.create_subscription(
+                PoseWithCovarianceStamped, "amcl_pose", self._on_pose, latched_qos(),
+                callback_group=g))
         view = ServiceMemoryView(self)
         base = getattr(planner, "base", planner)
         if isinstance(base, LlmPlanner):  # its prompt shows stale memories as such
@@ -501,6 +508,7 @@ class PlannerNode(LifecycleNode):
         ``run_task`` goal was cancelled) the navigation goal is cancelled at once, so the
         robot stops instead of driving on; the outcome is then ``cancelled``."""
         self._publish_waypoint("")
+        self._driven = []  # corridors the drive evidently went along (waypoint_nav's result)
         if not self.nav_client.wait_for_server(timeout_sec=5.0):
             self.get_logger().error("navigate_to_waypoint server not available")
             return "unavailable", self._at
@@ -532,8 +540,10 @@ class PlannerNode(LifecycleNode):
                 wait_future(handle.cancel_goal_async(), per_try)
                 res = wait_future(future, per_try)  # the server's last word: where it stopped
                 final = res.result.final_waypoint if res is not None else ""
+                self._driven = list(getattr(res.result, "corridors", [])) if res is not None else []
+                self._at = final  # "" between waypoints: the position is not assumed
                 self._publish_waypoint(final)
-                return "cancelled", final or self._at
+                return "cancelled", final
             if res is None and not self.nav_client.server_is_ready():
                 gone_since = gone_since or time.monotonic()
                 if time.monotonic() - gone_since > per_try:  # the driver died mid-goal
@@ -546,6 +556,7 @@ class PlannerNode(LifecycleNode):
             wait_future(handle.cancel_goal_async(), 5.0)
             return "timeout", self._at
         result = res.result
+        self._driven = list(getattr(result, "corridors", []))
         final = result.final_waypoint or self._at
         self._publish_waypoint(final)
         return result.outcome, final
@@ -725,11 +736,13 @@ class PlannerNode(LifecycleNode):
                 result.success, result.reason = False, "no_memory"
                 handle.abort()
             elif target:
+                drove = self._at != target
                 outcome, final = self._go_to(target, handle)
-                result.success = outcome == "reached"
+                # a detour arrives too: Nav2 drove around a corridor, the robot is there
+                result.success = outcome in ("reached", "detour") and final == target
                 result.reason = "reached" if result.success else f"navigation: {outcome}"
                 result.found_at = final
-                result.steps = 0 if self._at == target and outcome == "reached" else 1
+                result.steps = 1 if drove else 0
                 result.answer = (result.answer + " " if result.answer else "") + (
                     f"I am at {final}." if result.success
                     else f"I could not get to {target} ({outcome}); I am at {final}.")
@@ -739,6 +752,26 @@ class PlannerNode(LifecycleNode):
                 handle.succeed()
         self.get_logger().info(f"task '{req.text}' ({how}): {result.reason}; {result.answer}")
         return self._tag(result, req)
+
+    def _record_driven(self, episode_id: str, context: str, epoch: int) -> None:
+        """Remember the corridors the last drive evidently went along as reached (a drive
+        straight to a far waypoint: Nav2 chose the route, the poses say which it was)."""
+        if epoch != self._poses.epoch:
+            if self._driven:
+                self.get_logger().warning("not recording the corridors driven: the pose "
+                                          "source restarted during the drive")
+            return
+        robot = str(self.get_parameter("robot_id").value)
+        ts = []
+        for text in self._driven:
+            a, _, b = text.partition(":")
+            if self._map is not None and self._map.length(a, b) is not None:
+                ts.append(Transition(state_key=a, action="navigate_to", outcome="reached",
+                                     action_arg=b, robot_id=robot, episode_id=episode_id,
+                                     context=context))
+        if ts:
+            self._record(ts)
+            self.get_logger().info(f"corridors driven: {', '.join(self._driven)}")
 
     @staticmethod
     def _tag(result: Any, req: TaskRequest) -> Any:
@@ -756,9 +789,12 @@ class PlannerNode(LifecycleNode):
                 avoid = sorted(self._agent.beliefs().blocked_edges)
             except RuntimeError:
                 avoid = []
+            epoch = self._poses.epoch
             outcome, final = self._navigate(target, avoid, lambda: handle.is_cancel_requested)
-            self._agent.relocate(final or self._at, self._pose)
-            return outcome, final or self._at
+            if final:
+                self._agent.relocate(final, self._pose)
+            self._record_driven(handle.request.task_id, f"go to {target}", epoch)
+            return outcome, final
 
     def _execute_dock(self, handle: Any) -> Any:
         """Drive to the map's dock and start charging: the ``dock`` service where the robot
@@ -769,9 +805,14 @@ class PlannerNode(LifecycleNode):
         dock = self._map.dock
         use_service = bool(self.get_parameter("dock_service").value)
         with self._robot:
+            epoch = self._poses.epoch
             outcome, final = (("reached", self._at) if self._at == dock
                               else self._navigate(dock, (), lambda: handle.is_cancel_requested))
-            self._agent.relocate(final or self._at, self._pose)
+            if outcome == "detour" and final == dock:
+                outcome = "reached"  # arrived; the corridors driven are recorded below
+            if final:
+                self._agent.relocate(final, self._pose)
+            self._record_driven(handle.request.task_id, "return to the dock", epoch)
             docked = None
             if outcome == "reached" and use_service:
                 docked = self.call(self.dock_client, Trigger.Request(), 10.0)

@@ -68,6 +68,7 @@ from glove_ros.core.world.waypoint_nav import (
     UNREACHABLE,
     NavConfig,
     NavTracker,
+    corridors_driven,
     judge_arrival,
     nearest_waypoint,
     outcome_from_nav2,
@@ -80,6 +81,7 @@ from glove_ros.nodes.common import (
     SpinSafeActionClient,
     declare_params,
     destroy_handles,
+    latched_qos,
     param_values,
     run,
     validating_callback,
@@ -211,10 +213,15 @@ class WaypointNavNode(LifecycleNode):
         if self.get_parameter("pose_source").value == "odom":
             sub = self.create_subscription(Odometry, "odom", self._on_odom, 10,
                                            callback_group=group)
-        else:
-            sub = self.create_subscription(PoseWithCovarianceStamped, "pose", self._on_pose, 10,
-                                           callback_group=group)
-        self._handles = [sub]
+            self._handles = [sub]
+        else:  # amcl_pose: AMCL keeps its last pose (transient local) and is silent while the
+            # robot stands; a second, latched subscription gets that pose at start, while the
+            # plain one still matches a volatile publisher (a latched reader would not)
+            self._handles = [
+                self.create_subscription(PoseWithCovarianceStamped, "pose", self._on_pose, 10,
+                                         callback_group=group),
+                self.create_subscription(PoseWithCovarianceStamped, "pose", self._on_pose,
+                                         latched_qos(), callback_group=group)]
         self._active = True
         self._action = ActionServer(
             self, NavigateToWaypoint, "navigate_to_waypoint", self._execute,
@@ -224,7 +231,7 @@ class WaypointNavNode(LifecycleNode):
         goals = (self._goal_pub.topic_name if self._goal_pub is not None
                  else f"action {self._nav2._action_name}")
         self.get_logger().info(f"waypoint_nav active; goals on {goals}, pose from "
-                               f"{sub.topic_name}")
+                               f"{self._handles[0].topic_name}")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -317,22 +324,31 @@ class WaypointNavNode(LifecycleNode):
             self._route = []
         try:
             result = self._drive(handle)
-            return self._check_corridor(result, start, handle.request.waypoint)
+            return self._judge_route(result, start, handle.request.waypoint)
         finally:
             with self._lock:
                 self._busy = False
                 self._route = None
 
-    def _check_corridor(self, result: Any, start: str, goal: str) -> Any:
-        """A reached goal whose travelled path left the corridor start -> goal is a detour."""
+    def _judge_route(self, result: Any, start: str, goal: str) -> Any:
+        """Which corridors the drive went along (``result.corridors``, from the poses), and
+        whether a reached goal one corridor away was reached along it or by a detour."""
         world = self._world
-        if (result.outcome != REACHED or not start or start == goal or world is None
-                or not world.has_waypoint(start) or not world.has_waypoint(goal)):
+        if world is None or not start or start == goal or not world.has_waypoint(start):
             return result
         with self._lock:
             path = list(self._route or [])
-        a, b = world.waypoint(start), world.waypoint(goal)
         tol = float(self.get_parameter("nav.corridor_tolerance").value)
+        xy = {w.id: (w.x, w.y) for w in world.waypoints}
+        edges = {tuple(sorted((e.a, e.b))) for e in world.edges}
+        visit = 2.0 * float(self.get_parameter("nav.xy_tolerance").value)
+        if result.outcome == REACHED:
+            path = [*path, xy[goal]]  # it is there: the last visit is the goal
+        result.corridors = [f"{a}:{b}" for a, b in
+                            corridors_driven(path, start, xy, edges, visit, tol)]
+        if result.outcome != REACHED or tuple(sorted((start, goal))) not in edges:
+            return result  # only a goal one corridor away says something about a corridor
+        a, b = world.waypoint(start), world.waypoint(goal)
         if judge_arrival(path, (a.x, a.y), (b.x, b.y), tol) == DETOUR:
             worst = route_deviation(path, (a.x, a.y), (b.x, b.y))
             self.get_logger().warning(

@@ -136,6 +136,29 @@ def judge_arrival(path: list[tuple[float, float]], start: tuple[float, float],
     return REACHED if route_deviation(path, start, goal) <= tolerance else DETOUR
 
 
+def corridors_driven(path: list[tuple[float, float]], start: str,
+                     waypoints: dict[str, tuple[float, float]], corridors: set[tuple[str, str]],
+                     visit_radius: float, tolerance: float) -> list[tuple[str, str]]:
+    """The corridors a drive evidently went along, in order: Nav2 plans its own route, so a
+    drive to a far waypoint may pass others. The waypoints the ``path`` came within
+    ``visit_radius`` of are its visits (``start``, where the robot stood, first); two
+    consecutive visits joined by a corridor (``corridors``: sorted pairs) count when every
+    pose between them stayed within ``tolerance`` of that corridor. A stretch between
+    waypoints that are not neighbours, or that strays, says nothing about any corridor."""
+    visits: list[tuple[str, int]] = [(start, 0)] if start in waypoints else []
+    for i, (x, y) in enumerate(path):
+        near = [(math.hypot(x - wx, y - wy), w) for w, (wx, wy) in waypoints.items()]
+        d, w = min(near) if near else (math.inf, "")
+        if d <= visit_radius and (not visits or visits[-1][0] != w):
+            visits.append((w, i))
+    out = []
+    for (a, i), (b, j) in zip(visits, visits[1:]):
+        if tuple(sorted((a, b))) in corridors and \
+                route_deviation(path[i:j + 1], waypoints[a], waypoints[b]) <= tolerance:
+            out.append((a, b))
+    return out
+
+
 class NavTracker:
     """Judges one drive to ``goal_xy`` from pose updates (times in seconds, any epoch)."""
 
