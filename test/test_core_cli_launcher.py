@@ -199,3 +199,23 @@ def test_private_dirs_get_0700_on_every_folder_created(tmp_path):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
     assert stat.S_IMODE((tmp_path / "kept").stat().st_mode) == 0o755
     make_private_dirs(target)  # idempotent
+
+
+def test_a_launched_simulator_keeps_its_world_across_restarts_by_default(tmp_path, monkeypatch):
+    """Issue 31: the simulator died under load and its restart reset the world (robot back at
+    the dock, sim time 3658 -> 30) because state_path was ''. A launch gives it a state file
+    of its own unless the params file or -p sets one; other deployments get nothing."""
+    from glove_ros import graph
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    params = tmp_path / "p.yaml"
+    params.write_text("/**/simulator:\n  ros__parameters:\n    world: small\n")
+    overrides: dict = {}
+    path = launcher.keep_simulator_state(graph.deployment("sim"), str(params), overrides)
+    assert path is not None and overrides["simulator"]["state_path"] == str(path)
+    assert str(tmp_path) in str(path)
+    params.write_text("/**/simulator:\n  ros__parameters:\n    state_path: /x/s.json\n")
+    assert launcher.keep_simulator_state(graph.deployment("sim"), str(params), {}) is None
+    assert launcher.keep_simulator_state(graph.deployment("sim"), str(params),
+                                         {"simulator": {"state_path": "/y"}}) is None
+    assert launcher.keep_simulator_state(graph.deployment("jetrover"), str(params), {}) is None

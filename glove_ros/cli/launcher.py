@@ -415,6 +415,32 @@ class _Stop:
             self.signum = signum
 
 
+def keep_simulator_state(dep: Any, params: str, overrides: dict[str, dict[str, str]]
+                         ) -> Path | None:
+    """A simulator restarted by this launch resumes its world (robot place, episode, time,
+    events applied) instead of starting over: unless the parameter file or ``-p`` sets its
+    ``state_path``, it gets a file of this launch's own (removed when the launch ends).
+    Returns that file, or None when the deployment has no simulator or one is set."""
+    if "simulator" not in {n.name for n in dep.nodes}:
+        return None
+    if overrides.get("simulator", {}).get("state_path"):
+        return None
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(params).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        doc = {}
+    for key, section in doc.items() if isinstance(doc, dict) else ():
+        values = (section or {}).get("ros__parameters", {}) if isinstance(section, dict) else {}
+        if str(key).rsplit("/", 1)[-1] == "simulator" and values.get("state_path"):
+            return None
+    path = run_dir() / f"launch-{os.getpid()}-simulator-state.json"
+    path.unlink(missing_ok=True)
+    overrides.setdefault("simulator", {})["state_path"] = str(path)
+    return path
+
+
 def launch(args: argparse.Namespace) -> int:
     """Start the deployment's nodes, supervise them, stop them all on a signal.
 
@@ -443,6 +469,7 @@ def launch(args: argparse.Namespace) -> int:
             return 2
         overrides.setdefault("memory", {}).update(leaf[1])
     params = args.params_file or str(resolve_config(dep.config))
+    sim_state = keep_simulator_state(dep, params, overrides)
     children = [
         _Child(spec.name, graph.process_command(spec, params, overrides.get(spec.name, {}),
                                                 namespace=args.namespace,
@@ -489,6 +516,8 @@ def launch(args: argparse.Namespace) -> int:
     finally:
         stop_processes([c.proc for c in children if c.proc is not None], args.stop_timeout)
         run_file.unlink(missing_ok=True)
+        if sim_state is not None:
+            sim_state.unlink(missing_ok=True)
         stop.restore()
     if stop.signum is not None:
         print(f"[launch] stopped all nodes ({signal.Signals(stop.signum).name})", flush=True)
