@@ -59,3 +59,15 @@ def test_non_finite_pose_is_refused_and_keeps_the_last_good_one(bad):
 def test_stale_after_must_be_positive():
     with pytest.raises(ValueError, match="stale_after"):
         PoseStream("odom", stale_after=0.0)
+
+
+def test_a_late_copy_is_ignored_not_a_restart():
+    """Two readers of amcl_pose (plain and latched) on a multi-threaded executor can hand
+    the planner an older copy after a newer pose: that is not a driver restart (a false
+    restart dropped transitions in `bench robot`)."""
+    s = PoseStream("amcl", reorder_s=1.0)
+    s.update(100.2, 0.0, 1.0, 0.0, 0.0)
+    up = s.update(100.0, 0.1, 0.8, 0.0, 0.0)
+    assert not up.accepted and up.stale and not up.restarted and s.epoch == 0
+    assert s.current(0.1) == (1.0, 0.0, 0.0)  # the newer pose stands
+    assert s.update(3.0, 0.2, 0.0, 0.0, 0.0).restarted  # a big step back still is one

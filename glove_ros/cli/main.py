@@ -43,6 +43,7 @@ BENCHMARKS = {
     "llm": "decision quality of a GGUF model on the planner, parser, Janus and consolidator jobs",
     "ingest": "memory node ingest through DDS: rate, loss, query p99, beside a bare subscriber",
     "fleet": "fleet memory over NATS JetStream: value, propagation, throughput, outages, crashes",
+    "robot": "the jetrover profile on the stock-JetRover emulation: N tasks, cancel, detour, dock",
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).

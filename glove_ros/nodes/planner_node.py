@@ -305,7 +305,7 @@ class PlannerNode(LifecycleNode):
             # is silent while the robot stands: a latched reader gets that pose at start; the
             # plain one above still matches a volatile publisher (a latched reader would not)
             self._handles.append(self.create_subscription(
-                PoseWithCovarianceStamped, "amcl_pose", self._on_pose, latched_qos(),
+                PoseWithCovarianceStamped, "amcl_pose", self._on_first_pose, latched_qos(),
                 callback_group=g))
         view = ServiceMemoryView(self)
         base = getattr(planner, "base", planner)
@@ -450,6 +450,8 @@ class PlannerNode(LifecycleNode):
         pose = conv.pose2d_from_pose(msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose)
         update = self._poses.update(conv.seconds_from_time(msg.header.stamp), time.monotonic(),
                                     *pose)
+        if update.stale:
+            return  # a late copy (two readers of amcl_pose, threads): nothing new
         if not update.accepted:
             self._bad_poses += 1
             if self._bad_poses in (1, 100) or self._bad_poses % 1000 == 0:
@@ -464,6 +466,12 @@ class PlannerNode(LifecycleNode):
             here = self._located()
             if here is not None and here != self._at:
                 self._publish_waypoint(here)
+
+    def _on_first_pose(self, msg: Any) -> None:
+        """The latched reader of amcl_pose: only its first pose matters (AMCL's last pose
+        before this node started); afterwards the plain reader carries the stream."""
+        if not self._poses.has_pose:
+            self._on_pose(msg)
 
     def _on_initialpose(self, msg: PoseWithCovarianceStamped) -> None:
         """Re-localisation (RViz's 2D Pose Estimate, or a person): the robot may have been
@@ -755,15 +763,17 @@ class PlannerNode(LifecycleNode):
 
     def _record_driven(self, episode_id: str, context: str, epoch: int) -> None:
         """Remember the corridors the last drive evidently went along as reached (a drive
-        straight to a far waypoint: Nav2 chose the route, the poses say which it was)."""
+        straight to a far waypoint: Nav2 chose the route, the poses say which it was).
+        Each drive is recorded once: a later task that drives nothing records nothing."""
+        driven, self._driven = self._driven, []
         if epoch != self._poses.epoch:
-            if self._driven:
+            if driven:
                 self.get_logger().warning("not recording the corridors driven: the pose "
                                           "source restarted during the drive")
             return
         robot = str(self.get_parameter("robot_id").value)
         ts = []
-        for text in self._driven:
+        for text in driven:
             a, _, b = text.partition(":")
             if self._map is not None and self._map.length(a, b) is not None:
                 ts.append(Transition(state_key=a, action="navigate_to", outcome="reached",
@@ -771,7 +781,7 @@ class PlannerNode(LifecycleNode):
                                      context=context))
         if ts:
             self._record(ts)
-            self.get_logger().info(f"corridors driven: {', '.join(self._driven)}")
+            self.get_logger().info(f"corridors driven: {', '.join(driven)}")
 
     @staticmethod
     def _tag(result: Any, req: TaskRequest) -> Any:

@@ -220,7 +220,7 @@ class WaypointNavNode(LifecycleNode):
             self._handles = [
                 self.create_subscription(PoseWithCovarianceStamped, "pose", self._on_pose, 10,
                                          callback_group=group),
-                self.create_subscription(PoseWithCovarianceStamped, "pose", self._on_pose,
+                self.create_subscription(PoseWithCovarianceStamped, "pose", self._on_first_pose,
                                          latched_qos(), callback_group=group)]
         self._active = True
         self._action = ActionServer(
@@ -278,6 +278,13 @@ class WaypointNavNode(LifecycleNode):
 
     def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
         self._store_pose(msg.header.frame_id, msg.pose.pose)
+
+    def _on_first_pose(self, msg: PoseWithCovarianceStamped) -> None:
+        """The latched reader: only AMCL's last pose from before this node started counts."""
+        with self._lock:
+            known = self._pose is not None
+        if not known:
+            self._on_pose(msg)
 
     def _on_odom(self, msg: Odometry) -> None:
         self._store_pose(msg.header.frame_id, msg.pose.pose)

@@ -15,7 +15,8 @@ lost robot:
 What counts as a *restart* of the pose stream (the robot may have been carried, the map
 frame may have jumped; no transition spanning it may be recorded) is the same for both:
 
-* the header stamp runs backwards (the driver, or the simulated clock, restarted), or
+* the header stamp runs backwards by more than ``reorder_s`` (1 s; the driver, or the
+  simulated clock, restarted: a smaller step back is a copy delivered late, ignored), or
 * the robot was re-localised (``initialpose`` seen, or :meth:`PoseStream.relocalised`).
 
 A silence alone is never a restart: on a robot with AMCL, every task starts after one.
@@ -36,9 +37,10 @@ EVENT_DRIVEN = frozenset({"amcl"})
 class PoseUpdate:
     """What one pose message did to the stream."""
 
-    accepted: bool  # False: NaN / infinite values, the pose was ignored
+    accepted: bool  # False: NaN / infinite values, or an older copy: the pose was ignored
     restarted: bool  # the stamp ran backwards: a new epoch began
     reason: str = ""  # why it was refused or why it restarted, for the log
+    stale: bool = False  # a copy older than the last pose by at most ``reorder_s``: ignored
 
 
 class PoseStream:
@@ -50,12 +52,13 @@ class PoseStream:
             (ignored for event-driven sources). Must be > 0.
     """
 
-    def __init__(self, source: str, stale_after: float = 2.0) -> None:
+    def __init__(self, source: str, stale_after: float = 2.0, reorder_s: float = 1.0) -> None:
         if not stale_after > 0:
             raise ValueError(f"stale_after must be > 0 seconds (got {stale_after})")
         self.source = source
         self.event_driven = source in EVENT_DRIVEN
         self.stale_after = float(stale_after)
+        self.reorder_s = float(reorder_s)
         self.epoch = 0
         self._pose: tuple[float, float, float] | None = None
         self._stamp = -math.inf
@@ -65,6 +68,11 @@ class PoseStream:
         """Take one pose message (``stamp`` from its header, ``wall`` a monotonic clock)."""
         if not all(math.isfinite(v) for v in (stamp, x, y, yaw)):
             return PoseUpdate(False, False, f"non-finite pose ({x}, {y}, {yaw}) at {stamp}")
+        if self._pose is not None and self._stamp - self.reorder_s <= stamp < self._stamp - 1e-6:
+            # delivered out of order (two readers, a multi-threaded executor): a message
+            # older than the last by less than ``reorder_s`` is a late copy, not a restart
+            return PoseUpdate(False, False, f"pose {stamp:.2f}s older than the last "
+                              f"({self._stamp:.2f}s): ignored", stale=True)
         restarted = self._pose is not None and stamp < self._stamp - 1e-6
         reason = ""
         if restarted:
@@ -79,6 +87,11 @@ class PoseStream:
         until the source speaks again."""
         self.epoch += 1
         self._pose = None
+
+    @property
+    def has_pose(self) -> bool:
+        """Whether a pose is known (before any staleness check)."""
+        return self._pose is not None
 
     def current(self, wall: float) -> tuple[float, float, float] | None:
         """The robot's pose now, or None when it is not known (never had one, stale, void)."""
