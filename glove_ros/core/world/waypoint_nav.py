@@ -152,7 +152,7 @@ def corridors_driven(path: list[tuple[float, float]], start: str,
         if d <= visit_radius and (not visits or visits[-1][0] != w):
             visits.append((w, i))
     out = []
-    for (a, i), (b, j) in zip(visits, visits[1:]):
+    for (a, i), (b, j) in zip(visits, visits[1:], strict=False):
         if tuple(sorted((a, b))) in corridors and \
                 route_deviation(path[i:j + 1], waypoints[a], waypoints[b]) <= tolerance:
             out.append((a, b))
