@@ -17,16 +17,13 @@ succeeded, aborted, canceled) and each mode once in effect on the latched
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
-import rclpy
 from geometry_msgs.msg import PoseStamped
 from nav2_msgs.action import NavigateToPose
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
@@ -101,19 +98,9 @@ class StandIn:
 
 
 def main() -> int:
-    rclpy.init(args=sys.argv)
-    node = rclpy.create_node("nav2_standin")
-    StandIn(node)
-    executor = MultiThreadedExecutor(num_threads=4)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    from rosproc import spin_standalone
+
+    return spin_standalone("nav2_standin", StandIn, threads=4)
 
 
 if __name__ == "__main__":

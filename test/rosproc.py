@@ -179,3 +179,25 @@ class Collector:
     def __len__(self) -> int:
         with self._lock:
             return len(self.items)
+
+
+def spin_standalone(name: str, build: Callable[[Any], Any], threads: int = 4) -> int:
+    """``main()`` of a test-side stand-in process (the Nav2 stand-in, the stock-JetRover
+    emulator): a node called ``name`` with ``build(node)`` attached, spun on a
+    multi-threaded executor until Ctrl-C or shutdown."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+    rclpy.init(args=sys.argv)
+    node = rclpy.create_node(name)
+    build(node)
+    executor = MultiThreadedExecutor(num_threads=threads)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

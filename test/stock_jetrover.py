@@ -66,18 +66,15 @@ from __future__ import annotations
 import array
 import heapq
 import math
-import sys
 import threading
 import time
 
-import rclpy
 import yaml
 from geometry_msgs.msg import PoseWithCovarianceStamped, TransformStamped
 from nav2_msgs.action import NavigateToPose
 from nav_msgs.msg import Odometry
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 from std_msgs.msg import String, UInt16
@@ -489,19 +486,9 @@ class StockJetRover:
 
 
 def main() -> int:
-    rclpy.init(args=sys.argv)
-    node = rclpy.create_node("stock_jetrover")
-    StockJetRover(node)
-    executor = MultiThreadedExecutor(num_threads=6)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    from rosproc import spin_standalone
+
+    return spin_standalone("stock_jetrover", StockJetRover, threads=6)
 
 
 if __name__ == "__main__":
