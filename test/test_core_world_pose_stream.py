@@ -42,7 +42,7 @@ def test_relocalisation_is_a_restart_and_voids_the_pose_until_the_source_speaks(
     s = PoseStream("amcl")
     s.update(1.0, 0.0, 1.0, 1.0, 0.0)
     s.relocalised()
-    assert s.epoch == 1 and s.current(0.1) is None
+    assert s.epoch == 1 and s.current(0.1) is None and s.last is None
     s.update(2.0, 0.2, 4.0, 4.0, 0.0)
     assert s.current(0.3) == (4.0, 4.0, 0.0) and s.epoch == 1
 

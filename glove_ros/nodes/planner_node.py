@@ -198,7 +198,6 @@ class PlannerNode(LifecycleNode):
         self._robot = threading.Lock()  # one master drives the robot at a time
         self._frames_lock = threading.Condition()
         self._frames: list[DetectionArray] = []
-        self._pose: tuple[float, float, float] | None = None  # last pose, in map_frame
         self._wrong_frames = self._bad_poses = 0
         # restarts: stamp regression or re-localisation only (core/world/pose_stream.py)
         self._poses = PoseStream("pose")
@@ -461,11 +460,16 @@ class PlannerNode(LifecycleNode):
             self.get_logger().warning(
                 f"{update.reason}: the robot driver restarted; no transition spanning it is "
                 "recorded")
-        self._pose = pose
         if self._map is not None and not self._robot.locked():  # idle: say where it stands
             here = self._located()
             if here is not None and here != self._at:
                 self._publish_waypoint(here)
+
+    @property
+    def _pose(self) -> tuple[float, float, float] | None:
+        """The robot's last pose in map_frame (the pose stream's; None after a
+        re-localisation until the source speaks again)."""
+        return self._poses.last
 
     def _on_first_pose(self, msg: Any) -> None:
         """The latched reader of amcl_pose: only its first pose matters (AMCL's last pose

@@ -93,6 +93,12 @@ class PoseStream:
         """Whether a pose is known (before any staleness check)."""
         return self._pose is not None
 
+    @property
+    def last(self) -> tuple[float, float, float] | None:
+        """The last accepted pose, however old (None before the first and after a
+        re-localisation): the pose stamped on transitions."""
+        return self._pose
+
     def current(self, wall: float) -> tuple[float, float, float] | None:
         """The robot's pose now, or None when it is not known (never had one, stale, void)."""
         if self._pose is None:
