@@ -195,11 +195,39 @@ def start(scratch: Path, speed: float = SPEED, client: str = "stock_jetrover_tes
             wait_for(lambda: r.close_corridor.get_subscription_count() > 0
                      and r.open_corridor.get_subscription_count() > 0, 30, "emulator controls",
                      r.logs)
-            time.sleep(1.0)  # the run_task server matched our reply reader (rosproc.call)
-            yield r
+            yield _answering(r)
     finally:
         for p in reversed(list(procs.values())):
             p.stop()
+
+
+def _answering(rig: Rig, tries: int = 6) -> Rig:
+    """``rig`` with a run_task client whose answers arrive, checked by a warm-up goal.
+
+    Discovery may list the server before the server matched the client's reply readers; an
+    answer sent before that is dropped ("client will not receive response"), and once a CI
+    run on 2 loaded cores kept dropping every answer to one client for a whole module. So an
+    empty task, which the planner refuses as invalid_task before it moves or records
+    anything, is sent until its goal response and its result both arrive, on a new client
+    after each unanswered try.
+    """
+    from rclpy.action import ActionClient
+
+    from glove_ros.action import RunTask
+
+    client = rig.tasks
+    for attempt in range(1, tries + 1):
+        assert client.wait_for_server(timeout_sec=30), f"run_task server absent\n{rig.logs()}"
+        sent = client.send_goal_async(RunTask.Goal(task="", task_id=f"warm-up{attempt}"))
+        if poll(sent.done, 5.0):
+            result = sent.result().get_result_async()
+            if poll(result.done, 5.0):
+                reason = result.result().result.reason
+                assert reason == "invalid_task", f"the warm-up task ran ({reason})\n{rig.logs()}"
+                return rig._replace(tasks=client)
+        client.destroy()
+        client = ActionClient(rig.node, RunTask, "run_task")
+    raise AssertionError(f"run_task never answered {tries} warm-up goals\n{rig.logs()}")
 
 
 def poll(pred: Any, timeout: float) -> bool:

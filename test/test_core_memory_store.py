@@ -72,6 +72,23 @@ def test_invalid_transition_is_rejected_and_nothing_is_stored(store):
     assert store.max_id() == 1
 
 
+def test_find_resent_names_only_the_same_stamped_observation(store):
+    t = T(robot_id="r1", episode_id="e1", stamp=1700000000.25, action_arg="x")
+    eid = store.record(t)
+    assert store.find_resent(t) == eid
+    # any field that differs makes it another observation
+    for change in ({"stamp": 1700000000.5}, {"outcome": "colors=blue"}, {"episode_id": "e2"},
+                   {"robot_id": "r2"}, {"action_arg": "y"}, {"state": "wp2"},
+                   {"source": Source.PROBED}):
+        assert store.find_resent(T(**{"robot_id": "r1", "episode_id": "e1",
+                                       "stamp": 1700000000.25, "action_arg": "x",
+                                       **change})) is None, change
+    # unstamped transitions take the store clock: never recognised as re-sent
+    unstamped = T(robot_id="r1", episode_id="e1")
+    store.record(unstamped)
+    assert store.find_resent(unstamped) is None
+
+
 def test_record_many_is_one_transaction_with_contiguous_ids(store):
     seen = []
     store.add_listener(seen.append)

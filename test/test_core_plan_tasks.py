@@ -92,3 +92,33 @@ def test_understand_refuses_with_the_accepted_phrasings():
         understand("sing a song", C, W, bad)
     with pytest.raises(ValueError, match="LLM: invalid JSON"):
         understand("sing a song", C, W, bad)
+
+
+def test_an_unknown_place_is_refused_not_mapped_to_a_known_one():
+    # the grammar forces the model onto the map's names: "garden" came back as "garage".
+    # The robot must refuse, name the word it does not know and list what it does know.
+    places = (*W, "garage")
+    llm = ScriptedLlm([{"intent": "go_to", "colour": "", "waypoint": "garage", "waypoint2": "",
+                        "since_hours": 0}])
+    with pytest.raises(ValueError, match="'garage', which the request does not name") as err:
+        understand("go to the garden", C, places, llm)
+    assert "known places: hall, kitchen, lab, office, dock, garage" in str(err.value)
+    assert len(llm.calls) == 1
+    # an LLM reading that names what the request says is still taken
+    ok = ScriptedLlm([{"intent": "go_to", "colour": "", "waypoint": "garage", "waypoint2": "",
+                       "since_hours": 0}])
+    req, _ = understand("I'd like you to wander over toward the garage", C, places, ok)
+    assert req.waypoint == "garage"
+
+
+@pytest.mark.parametrize("text,unknown", [
+    ("go to the garden", ["garden"]),
+    ("find the cup", ["cup"]),
+    ("please drive over to the attic", ["attic"]),
+])
+def test_not_understood_names_the_unknown_word_and_the_known_ones(text, unknown):
+    with pytest.raises(ValueError) as err:
+        understand(text, C, W)
+    msg = str(err.value)
+    assert all(f"'{w}' is not a place or colour I know" in msg for w in unknown), msg
+    assert "places: hall, kitchen, lab, office, dock" in msg and "colours: red, blue" in msg

@@ -178,6 +178,23 @@ def test_unique_object_seen_elsewhere_suppresses_its_old_place_at_once(store):
     s2.close()
 
 
+def test_object_evidence_touches_only_memories_of_that_object(store):
+    # the demo's swap: red and blue trade places. The fresh, correct look at the kitchen
+    # (blue) must survive red being seen at the office; the alert names where red was seen.
+    v = GloveVerifier(store, VerifierConfig(unique_objects=("red", "blue")))
+    for _ in range(6):
+        v.observe(look("kitchen", "red"))
+        v.observe(look("office", "blue"))
+    fresh = v.observe(look("kitchen", "blue"))  # one look: not yet an alarm on its own
+    r = v.observe(look("office", "red"))
+    (alert,) = [a for a in r.alerts if a.kind == "object" and a.state_key == "kitchen"]
+    assert alert.observed_at == "office" and alert.observed_outcome == "colors=red"
+    kept = {e.id: e.transition.outcome for e in store.query("kitchen", "look")[0]}
+    assert fresh.entry_id in kept and set(kept.values()) == {"colors=blue"}, kept
+    assert fresh.entry_id not in alert.suppressed_ids
+    assert all(store.get(i).transition.outcome == "colors=red" for i in alert.suppressed_ids)
+
+
 def test_a_seen_object_that_was_always_visible_from_two_places_is_not_evidence(store):
     v = GloveVerifier(store, VerifierConfig(unique_objects=("red",)))
     for _ in range(5):

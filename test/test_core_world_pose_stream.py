@@ -71,3 +71,23 @@ def test_a_late_copy_is_ignored_not_a_restart():
     assert not up.accepted and up.stale and not up.restarted and s.epoch == 0
     assert s.current(0.1) == (1.0, 0.0, 0.0)  # the newer pose stands
     assert s.update(3.0, 0.2, 0.0, 0.0, 0.0).restarted  # a big step back still is one
+
+
+def test_after_gives_only_a_pose_stamped_since():
+    s = PoseStream("pose")
+    assert s.after(0.0) is None
+    s.update(10.0, 100.0, 1.0, 2.0, 0.0)
+    assert s.after(10.0) == (1.0, 2.0, 0.0)
+    assert s.after(10.5) is None  # sent before the drive ended: from the way there
+    s.update(11.0, 100.1, 2.0, 2.0, 0.0)
+    assert s.after(10.5) == (2.0, 2.0, 0.0)
+
+
+def test_pose_at_refuses_a_pose_from_the_way_there():
+    from glove_ros.core.world.pose_stream import pose_at
+
+    assert pose_at((2.0, 0.1, 0.0), (2.0, 0.0), 0.6) == ((2.0, 0.1, 0.0), pytest.approx(0.1))
+    pose, off = pose_at((1.2, 0.0, 0.0), (2.0, 0.0), 0.6)
+    assert pose is None and off == pytest.approx(0.8)
+    assert pose_at(None, (2.0, 0.0), 0.6) == (None, 0.0)
+    assert pose_at((5.0, 5.0, 1.0), None, 0.6) == ((5.0, 5.0, 1.0), 0.0)

@@ -134,3 +134,29 @@ def test_corrupt_database_fails_configure_and_is_untouched(tmp_path):
     finally:
         proc.stop()
     assert db.read_bytes() == garbage
+
+
+def test_resent_transition_is_stored_once(tmp_path):
+    # a client that lost the answer re-sends the very same message (planner_node.call): the
+    # node must answer with the first copy's id and not count the observation twice
+    from glove_ros.srv import QueryMemory, RecordTransition
+
+    proc = _start(tmp_path)
+    try:
+        with ros_client() as node:
+            record = node.create_client(RecordTransition, "record_transition")
+            query = node.create_client(QueryMemory, "query_memory")
+            t = _transition("hall", "colors=red")
+            t.header.stamp.nanosec = 123_456_789
+            first = call(node, record, RecordTransition.Request(transition=t))
+            again = call(node, record, RecordTransition.Request(transition=t))
+            assert first.accepted and again.accepted, (first.message, again.message)
+            assert again.id == first.id and "re-sent" in again.message, again.message
+            t.header.stamp.nanosec += 1000  # a new observation, 1 us later (stamps are
+            # stored as float seconds: ~0.24 us apart can still be told apart at 2026's epoch)
+            later = call(node, record, RecordTransition.Request(transition=t))
+            assert later.accepted and later.id != first.id
+            r = call(node, query, QueryMemory.Request(state_key="hall", include_suppressed=True))
+            assert sorted(e.id for e in r.entries) == sorted([first.id, later.id])
+    finally:
+        assert proc.stop() == 0, proc.log()

@@ -342,7 +342,13 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             counters["alerts"].append({"episode": current["episode"],
                                        "state_key": m.state_key, "action": m.action,
                                        "observed": m.observed_outcome,
-                                       "expected": list(m.expected_outcomes)})
+                                       "expected": list(m.expected_outcomes),
+                                       "kind": m.kind, "observed_at": m.observed_at})
+        if m.kind == "object":  # the observation was made elsewhere: say where
+            _say(f"    ! object moved: {m.observed_outcome} seen at {m.observed_at}, so memory "
+                 f"of it at ({m.state_key}, {m.action}) is stale; {len(m.suppressed_ids)} "
+                 "memories suppressed")
+            return
         _say(f"    ! dissonance at ({m.state_key}, {m.action}): saw {m.observed_outcome}, "
               f"memory said {list(m.expected_outcomes)}; {len(m.suppressed_ids)} memories "
               "suppressed")

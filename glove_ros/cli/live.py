@@ -117,9 +117,14 @@ def _sa(msg: Any) -> str:
 
 
 def format_alert(m: Any) -> str:
-    """One line for a DissonanceAlert."""
+    """One line for a DissonanceAlert; it names the observation that raised it, and where
+    that observation was made when it was elsewhere (object-level evidence)."""
     expected = ", ".join(f"{o} {p:.0%}" for o, p in zip(m.expected_outcomes,
                                                          m.expected_probabilities, strict=False))
+    if getattr(m, "kind", "") == "object":
+        return (f"OBJECT MOVED {_sa(m)}: '{m.observed_outcome}' seen at '{m.observed_at}', "
+                f"so memory of it here is stale (memory here said [{expected}]); "
+                f"{len(m.suppressed_ids)} memories suppressed")
     return (f"DISSONANCE {_sa(m)}: saw '{m.observed_outcome}', memory said [{expected}] "
             f"(n={m.history_size}, {m.consecutive_surprises} surprises in a row); "
             f"{len(m.suppressed_ids)} memories suppressed, {m.mode} mode"

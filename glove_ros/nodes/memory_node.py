@@ -487,6 +487,9 @@ class MemoryNode(LifecycleNode):
         """Store one transition inside the batch transaction (``ValueError``: rejected)."""
         t = conv.transition_from_msg(msg)
         assert self._store is not None
+        stored = self._store.find_resent(t)
+        if stored is not None:  # its answer was lost and the client re-sent it
+            return stored, f"already stored as #{stored} (a re-sent request), not again", None
         if self._verifier is not None and t.source == Source.PROBED:
             taken = self._take_probe(t)
             if taken is not None:
@@ -549,6 +552,7 @@ class MemoryNode(LifecycleNode):
                 consecutive_surprises=int(a.consecutive_surprises), mode=a.mode,
                 suppressed_ids=conv.ids(a.suppressed_ids),
                 probes_requested=int(a.probes_requested),
+                kind=a.kind, observed_at=a.observed_at or a.state_key, reason=a.reason,
             )
             msg.header.stamp = self.get_clock().now().to_msg()
             self._alert_pub.publish(msg)

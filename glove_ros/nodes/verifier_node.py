@@ -150,6 +150,12 @@ class VerifierNode(LifecycleNode):
         return {a for a in self.get_parameter("never_probe").value if a}
 
     def _on_alert(self, msg: DissonanceAlert) -> None:
+        if msg.kind == "object":
+            self.get_logger().warning(
+                f"object moved: '{msg.observed_outcome}' seen at '{msg.observed_at}', so "
+                f"memory of it at ({msg.state_key}, {msg.action} {msg.action_arg}) is stale; "
+                f"{len(msg.suppressed_ids)} suppressed")
+            return
         self.get_logger().warning(
             f"dissonance at ({msg.state_key}, {msg.action} {msg.action_arg}): saw "
             f"'{msg.observed_outcome}' (p={msg.observed_probability:.2f} over "

@@ -102,6 +102,24 @@ class _QueryMixin:
                 by_id[row[0]] = self._entry(row)
         return [by_id[i] for i in id_list if i in by_id]
 
+    def find_resent(self, t: Transition) -> int | None:
+        """The id of the entry ``t`` itself already made, or None: a request re-sent because
+        its answer was lost must not be stored (and counted as evidence) twice.
+
+        The same observation = the same robot, episode, stamp, state, action, argument,
+        outcome and source; only a stamped transition (``stamp > 0``) can be recognised,
+        since an unstamped one takes the store clock at insert.
+        """
+        if not t.stamp > 0:
+            return None
+        rows = self._query(
+            "SELECT id FROM entries WHERE state_key=? AND action=? AND action_arg=? "
+            "AND outcome=? AND robot_id=? AND episode_id=? AND stamp=? AND source=? "
+            "ORDER BY id LIMIT 1",
+            (t.state_key, t.action, t.action_arg, t.outcome, t.robot_id, t.episode_id,
+             float(t.stamp), int(t.source)))
+        return int(rows[0][0]) if rows else None
+
     def now(self) -> float:
         """The store clock in seconds (stamps left at 0 use it)."""
         return float(self._clock())

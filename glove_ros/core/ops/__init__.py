@@ -1,5 +1,6 @@
 """Operational helpers for nodes: rates and latencies reported on /diagnostics (``health``),
-and whether the robot is docked, from its waypoint and battery (``dock``).
+whether the robot is docked, from its waypoint and battery (``dock``), and when to re-send
+an unanswered request (``resend``).
 
 Imports nothing else from ``glove_ros.core``.
 """

@@ -233,6 +233,10 @@ def understand(text: str, colours: Sequence[str], waypoints: Sequence[str],
     hint = ("say e.g. 'find the red block', 'go to the kitchen', 'bring me to where you last "
             "saw the blue block', 'is the corridor between hall and lab open?', 'what changed "
             "since yesterday?', 'go charge'")
+    unknown = unknown_names(text, colours, waypoints)
+    if unknown:  # say which word is not known and what is, instead of a bare "not understood"
+        hint = (f"{' and '.join(map(repr, unknown))} is not a place or colour I know (places: "
+                f"{', '.join(waypoints)}; colours: {', '.join(colours) or '(none yet)'}); {hint}")
     if llm is None:
         raise ValueError(f"task {text!r} not understood; {hint}")
     res = llm.complete_json(request_messages(text, colours, waypoints),
@@ -242,7 +246,49 @@ def understand(text: str, colours: Sequence[str], waypoints: Sequence[str],
         raise ValueError(f"task {text!r} not understood (LLM: {getattr(res, 'error', '?')}); "
                          f"{hint}")
     try:
-        return req.validate(colours, waypoints), "understood by the LLM"
+        req = req.validate(colours, waypoints)
     except ValueError as exc:
         raise ValueError(f"task {text!r}: the LLM read it as {req.intent} but {exc}; "
                          f"{hint}") from None
+    unsaid = ungrounded(req, text)
+    if unsaid:
+        # the grammar forces the model to pick a known name: "go to the garden" came back as
+        # the garage. A robot never acts on a guess: a name the request does not say is refused
+        raise ValueError(
+            f"task {text!r}: the LLM read it as {req.intent} with {', '.join(map(repr, unsaid))}, "
+            f"which the request does not name; known places: {', '.join(waypoints)}; known "
+            f"colours: {', '.join(colours) or '(none yet)'}")
+    return req, "understood by the LLM"
+
+
+_NAMED = (  # where a request names its place or object: "go to the X", "find the X"
+    re.compile(r"\b(?:go|drive|navigate|move|head|come|return)\s+(?:back\s+)?(?:to|into|over\s+to)"
+               r"\s+(?:the\s+)?(?P<w>[a-z][a-z_-]*)", re.I),
+    re.compile(r"\b(?:find|fetch|bring|get|look\s+for|search\s+for|seen?|saw)\s+(?:me\s+)?"
+               r"(?:the|a|an)\s+(?P<w>[a-z][a-z_-]*)", re.I),
+)
+_NOT_NAMES = frozenset({"block", "blocks", "cube", "thing", "robot", "charger", "dock", "same",
+                        "last", "next", "way", "corridor", "place", "room", "left", "right"})
+
+
+def unknown_names(text: str, colours: Sequence[str], waypoints: Sequence[str]) -> list[str]:
+    """Words in the place/object slot of ``text`` ("go to the X", "find the X block") that
+    are neither a known waypoint nor a known colour, in order, for the "not understood"
+    reply: the user learns which word the robot does not know."""
+    known = {n.lower() for n in (*colours, *waypoints)}
+    known |= {n.lower().replace("_", " ") for n in waypoints}
+    out: list[str] = []
+    for rx in _NAMED:
+        for m in rx.finditer(text or ""):
+            w = m.group("w").lower()
+            if w not in known and w not in _NOT_NAMES and w not in out and not any(
+                    k.startswith(w + " ") for k in known):
+                out.append(w)
+    return out
+
+
+def ungrounded(req: TaskRequest, text: str) -> list[str]:
+    """The colours and waypoints of ``req`` that ``text`` does not name (whole words, ``_``
+    may be a space): an LLM under a grammar picks some known name even for an unknown one."""
+    names = [n for n in (req.colour, req.waypoint, req.waypoint2) if n]
+    return [n for n in names if not _words_in(text, [n])]

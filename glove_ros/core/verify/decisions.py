@@ -117,13 +117,16 @@ class DriftDecisions(OutcomeStatistics):
             if not moved:
                 continue
             entries, _ = self.store.query(g.state_key, g.action, g.action_arg, limit=None)
-            if not entries:
+            # only the memories of the moved object: a fresh look there that did not see it
+            # (the swap's other block, say) is evidence about another object and stays
+            stale = [e.id for e in entries if set(moved) & _objects(e.transition.outcome)]
+            if not stale:
                 continue
             reason = (
                 f"object-level evidence: {', '.join(moved)} (unique) seen at {t.state_key!r} "
                 f"(entry {entry_id}), so memory of it at {g.state_key!r} is stale"
             )
-            ids = self.store.suppress([e.id for e in entries], reason, stamp)
+            ids = self.store.suppress(stale, reason, stamp)
             self._count("suppressions", len(ids))
             self.store.add_pending(*g.pair, ids, stamp, reason)
             self._count("alerts")
@@ -147,6 +150,7 @@ class DriftDecisions(OutcomeStatistics):
                 stamp=stamp,
                 reason=reason,
                 kind="object",
+                observed_at=t.state_key,
             ))
         return alerts
 

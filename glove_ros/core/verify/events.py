@@ -59,7 +59,8 @@ class DissonanceAlert:
     reason: str = ""
     log_bayes_factor: float | None = None
     noise_rate: float | None = None
-    kind: str = "dissonance"
+    kind: str = "dissonance"  # or "object": a unique object seen elsewhere (observed_at)
+    observed_at: str = ""  # the state the observation was made at ("" = state_key)
 
     @property
     def expected_outcomes(self) -> list[str]:

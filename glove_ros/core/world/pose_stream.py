@@ -107,6 +107,23 @@ class PoseStream:
             return None
         return self._pose
 
+    def after(self, stamp: float) -> tuple[float, float, float] | None:
+        """The last pose if its header stamp is at or after ``stamp``, else None: the pose of
+        a robot that has arrived, not one sent on the way there and delivered late."""
+        return self._pose if self._pose is not None and self._stamp >= stamp else None
+
     def silent_for(self, wall: float) -> float:
         """Seconds since the last accepted pose (infinite before the first)."""
         return wall - self._wall
+
+
+def pose_at(pose: tuple[float, float, float] | None, waypoint: tuple[float, float] | None,
+            radius: float) -> tuple[tuple[float, float, float] | None, float]:
+    """The pose to stamp on what the robot does at ``waypoint`` (x, y) after arriving, and
+    its distance from it: ``pose`` when it lies within ``radius`` metres, else None (a pose
+    from the way there is wrong evidence for a pose-keyed memory: none is stored instead).
+    With no waypoint to compare against, ``pose`` as it is (distance 0)."""
+    if pose is None or waypoint is None:
+        return pose, 0.0
+    off = math.hypot(pose[0] - waypoint[0], pose[1] - waypoint[1])
+    return (pose if off <= radius else None), off
