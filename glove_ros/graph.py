@@ -77,9 +77,14 @@ OBSERVER = NodeSpec("observer", "observer_node")
 PLAN_GATE = NodeSpec("plan_gate", "plan_gate_node")
 CONSOLIDATION = NodeSpec("consolidation", "consolidation_node")
 MARKERS = NodeSpec("markers", "markers_node", lifecycle=False)  # memory on the map (RViz)
+# The robot's one copy of the local LLM (llm/complete), loaded on first use: the planner,
+# plan gate and consolidation share it (their llm.service) instead of loading one each.
+LLM = NodeSpec("llm", "llm_node")
 # Real robot: navigate_to_waypoint over Nav2 (its navigate_to_pose action, or the
 # goal_pose topic without nav2_msgs), the map pose from AMCL's amcl_pose.
 WAYPOINT_NAV = NodeSpec("waypoint_nav", "waypoint_nav_node", (("pose", "amcl_pose"),))
+# Gazebo: the world file's drift events applied to the running world (gz service calls).
+GZ_EVENTS = NodeSpec("gz_events", "gz_events_node", lifecycle=False)
 
 # HiWonder JetRover (ROS 2 Humble image): Orbbec camera and battery topic names, relative
 # so that they follow the robot's namespace. Check `ros2 topic list` on your robot; change
@@ -120,15 +125,17 @@ DEPLOYMENTS: dict[str, Deployment] = {
     "gazebo": Deployment(
         "gazebo", "gazebo.yaml",
         (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, WAYPOINT_NAV,
-         MARKERS),
-        "Gazebo (gz sim) world generated from a world file; ros_gz_bridge for camera, odom, "
-        "cmd_vel; you bring the robot model and Nav2 (with AMCL), waypoint_nav drives it",
+         MARKERS, GZ_EVENTS),
+        "Gazebo (Fortress or Harmonic) world, robot and map generated from a world file; "
+        "ros_gz_bridge, Nav2 with AMCL, waypoint_nav drives it, gz_events applies the "
+        "world's drift events (docs/gazebo.md)",
     ),
     "jetrover": Deployment(
         "jetrover", "jetrover.yaml",
         (PERCEPTION, MEMORY, VERIFIER, PLANNER, PLAN_GATE, CONSOLIDATION, WAYPOINT_NAV,
-         MARKERS),
-        "the physical JetRover: async GLOVE, nothing probed by default",
+         MARKERS, LLM),
+        "the physical JetRover: async GLOVE, nothing probed by default; one shared LLM "
+        "(llm node), loaded only when a node uses it",
         robot_args=JETROVER_ARGS,
     ),
     "bag_replay": Deployment(

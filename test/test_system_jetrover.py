@@ -123,6 +123,15 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
 
         # requests in words, answered from memory with its history: the answer cites the
         # trusted looks, the explain trail names the suppressed one and why
+        # a question is answered from memory without driving, and names what went stale
+        where = _run_task(client, "where did you last see the red block?", "q0")
+        assert where.intent == "where_last_seen" and where.success, (where.reason, where.answer)
+        assert where.reason == "answered" and where.steps == 0 and not where.found_at
+        assert "room_b" in where.answer and where.cited_entries, where.answer
+        assert any("room_a" in x for x in where.explain), where.explain
+        unknown = _run_task(client, "go to the garden", "q_unknown")
+        assert not unknown.success and unknown.reason == "invalid_task"
+        assert "'garden' is not a place or colour I know" in unknown.answer, unknown.answer
         seen = _run_task(client, "bring me to where you last saw the red block", "q1")
         assert seen.intent == "go_to_last_seen" and seen.understood_by == "rules"
         assert seen.success and seen.found_at == "room_b", (seen.reason, seen.answer)

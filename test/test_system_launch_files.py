@@ -96,8 +96,8 @@ def _descendants(pids: set[int]) -> set[int]:
 
 
 @pytest.mark.parametrize("deployment", sorted(graph.DEPLOYMENTS))
-def test_launch_file_describes_the_deployment(deployment, monkeypatch):
-    extra = {"sdf": "/tmp/world.sdf"} if deployment == "gazebo" else {}
+def test_launch_file_describes_the_deployment(deployment, monkeypatch, tmp_path):
+    extra = {"gz_dir": _gz_dir(tmp_path)} if deployment == "gazebo" else {}
     context, *actions = _evaluate(deployment, monkeypatch, namespace="robot1",
                                   respawn="true", log_level="warn", use_sim_time="false",
                                   **extra)
@@ -155,18 +155,81 @@ def test_fleet_robot_starts_its_leaf_server_and_points_memory_at_it(monkeypatch)
         _evaluate("jetrover", monkeypatch, fleet_robot="robot1")
 
 
-def test_gazebo_launch_starts_gz_and_bridges_the_robot_topics(monkeypatch):
-    with pytest.raises(ValueError, match="'sdf' was not provided"):
-        _evaluate("gazebo", monkeypatch)
-    _, *actions = _evaluate("gazebo", monkeypatch, sdf="/tmp/world.sdf")
-    gz = [a for a in actions if isinstance(a, standin.ExecuteProcess)]
-    assert len(gz) == 1
-    assert [str(c) if isinstance(c, str) else c.variable_name for c in gz[0].cmd] == \
-        ["gz", "sim", "-r", "sdf"]
-    bridge = [a for a in actions if isinstance(a, standin.Node) and a.package == "ros_gz_bridge"]
-    assert len(bridge) == 1 and bridge[0].executable == "parameter_bridge"
-    topics = {arg.split("@")[0] for arg in bridge[0].arguments}
-    assert topics == {"/camera/image_raw", "/odom", "/cmd_vel", "/clock"}
+def _gz_dir(tmp_path: Path, gz_version: str = "harmonic") -> str:
+    from glove_ros.core.world.gzexport import write_gazebo_files
+    from glove_ros.core.world.worldfile import load_world
+
+    folder = tmp_path / f"gz_{gz_version}"
+    if not folder.is_dir():
+        write_gazebo_files(load_world("jetrover_maze"), folder, gz_version=gz_version)
+    return str(folder)
+
+
+def _includes(actions: list, context) -> dict[str, dict[str, str]]:
+    """package/launch file -> the launch arguments of each IncludeLaunchDescription."""
+    out = {}
+    for a in actions:
+        if isinstance(a, standin.IncludeLaunchDescription):
+            parts = a.launch_description_source.launch_file_path.substitutions
+            key = f"{parts[0].package}/{'/'.join(parts[1:])}"
+            out[key] = {context.text(k): context.text(v) for k, v in a.launch_arguments}
+    return out
+
+
+def test_gazebo_launch_starts_gazebo_bridge_nav2_and_the_event_node(monkeypatch, tmp_path):
+    import yaml
+
+    import glove_ros.paths
+
+    monkeypatch.setattr(glove_ros.paths, "data_dir", lambda: tmp_path / "data")
+    monkeypatch.setenv("ROS_DISTRO", "humble")
+    context, *actions = _evaluate("gazebo", monkeypatch, world="drift_demo", episode="7")
+    folder = tmp_path / "data" / "gazebo" / "drift_demo_fortress_ep7"  # written at launch
+    assert "barrier_goal_hall" in (folder / "world.sdf").read_text()  # episode 7: closed
+    includes = _includes(actions, context)
+    assert includes["ros_gz_sim/launch/gz_sim.launch.py"] == {
+        "gz_args": f"-r {folder / 'world.sdf'}", "gz_version": "6", "on_exit_shutdown": "true"}
+    nav2 = includes["nav2_bringup/launch/bringup_launch.py"]
+    assert nav2["map"] == str(folder / "map.yaml") and nav2["use_sim_time"] == "true"
+    params = yaml.safe_load(Path(nav2["params_file"]).read_text())
+    assert params["planner_server"]["ros__parameters"]["GridBased"]["plugin"] == \
+        "nav2_navfn_planner/NavfnPlanner"  # Humble's name
+    nodes = [a for a in actions if isinstance(a, standin.Node)]
+    (bridge,) = [n for n in nodes if n.package == "ros_gz_bridge"]
+    assert bridge.executable == "parameter_bridge"
+    config = bridge.parameters[0]["config_file"]
+    assert config == str(folder / "bridge.yaml") and bridge.parameters[0]["use_sim_time"]
+    entries = yaml.safe_load(Path(config).read_text())
+    assert {e["gz_type_name"].split(".")[0] for e in entries} == {"ignition"}
+    assert {e["ros_topic_name"] for e in entries} >= {"/clock", "/cmd_vel", "/odom", "/tf",
+                                                      "/scan", "/camera/image_raw"}
+    tfs = [n for n in nodes if n.package == "tf2_ros"]
+    children = {n.arguments[n.arguments.index("--child-frame-id") + 1] for n in tfs}
+    assert children == {"base_link", "jetrover/base_link/lidar", "jetrover/base_link/camera"}
+    glove = _nodes(actions)
+    assert list(glove) == [s.name for s in graph.deployment("gazebo").nodes]
+    events = glove["gz_events"].parameters[1]
+    assert events == {"world": "drift_demo", "gz_version": "", "episode": 7}
+    for name in ("planner", "plan_gate", "waypoint_nav", "markers"):
+        assert glove[name].parameters[1]["world"] == "drift_demo"
+
+
+def test_gazebo_launch_takes_a_written_folder_and_its_switches(monkeypatch, tmp_path):
+    folder = _gz_dir(tmp_path, "harmonic")
+    context, *actions = _evaluate("gazebo", monkeypatch, gz_dir=folder, gz_version="harmonic",
+                                  nav2="false", headless="true")
+    includes = _includes(actions, context)
+    assert list(includes) == ["ros_gz_sim/launch/gz_sim.launch.py"]  # nav2:=false
+    gz = includes["ros_gz_sim/launch/gz_sim.launch.py"]
+    assert gz["gz_args"] == f"-s -r {folder}/world.sdf" and gz["gz_version"] == "8"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="lacks world.sdf, map.yaml, bridge.yaml, "
+                       "nav2_params.yaml: write it with `glove-ros sdf"):
+        _evaluate("gazebo", monkeypatch, gz_dir=str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="episode must be an integer"):
+        _evaluate("gazebo", monkeypatch, gz_dir=folder, episode="seven")
+    with pytest.raises(ValueError, match="nav2 must be true or false"):
+        _evaluate("gazebo", monkeypatch, gz_dir=folder, nav2="maybe")
 
 
 def test_sim_launch_file_runs_and_stops_cleanly(tmp_path, monkeypatch):

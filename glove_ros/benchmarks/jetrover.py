@@ -239,8 +239,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_progress_argument(parser)
     parser.add_argument("--scenario", required=True, metavar="WORLD",
                         help="world file (worlds/*.yaml) or a bundled world's name")
-    parser.add_argument("--mode", choices=("all", *MODES), default="all",
-                        help="memory mode; 'all' (default) runs async, sync and static side "
+    parser.add_argument("--mode", choices=("all", *MODES, "oracle"), default="all",
+                        help="memory mode; 'all' (default) runs async, sync, static and the "
+                        "oracle (memory = the simulator's current truth: the room left) side "
                         "by side")
     parser.add_argument("--planner", choices=("greedy", "llm"), default="greedy",
                         help="greedy (deterministic) or llm (bundled GGUF, greedy fallback)")
@@ -291,7 +292,7 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
         return 2
-    modes = MODES if args.mode == "all" else (args.mode,)
+    modes = (*MODES, "oracle") if args.mode == "all" else (args.mode,)
     bar = Progress((cfg.episodes or default_episodes(world)) * len(modes), "tasks", "task",
                    enabled=args.progress)
     try:

@@ -12,6 +12,11 @@ walls, noise), then times each backend on exactly those frames in one run:
 
 Prints fps per backend and the ratio colour/YOLO, and writes JSON (default
 ``bench/results/perception.json``); ``--json`` prints that JSON instead of the text.
+
+``--darknet`` times the detector that ships instead (YOLOv3-tiny on OpenCV DNN, backend
+``darknet``) on real photos from installed packages, per stage (letterbox, forward,
+decode+NMS), on ``--threads`` OpenCV threads (1 by default), and lists what it found and
+missed in each photo (default JSON ``bench/results/perception_darknet.json``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from glove_ros.benchmarks import _perception_darknet
 from glove_ros.core.world.perception import (
     ColorBlockDetector,
     YoloDetector,
@@ -56,8 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="YOLO device (default: %(default)s)")
     parser.add_argument("--no-yolo", action="store_true", help="time the colour backend only")
     parser.add_argument("--seed", type=int, default=0, help="simulator seed")
-    parser.add_argument("--output", default="bench/results/perception.json",
-                        help="JSON file written (default: %(default)s; '' to skip)")
+    parser.add_argument("--output", default=None,
+                        help="JSON file written (default: bench/results/perception.json, with "
+                             "--darknet bench/results/perception_darknet.json; '' to skip)")
+    _perception_darknet.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the JSON result only")
 
 
@@ -118,6 +126,9 @@ def main(args: argparse.Namespace) -> int:
     if args.frames < 1:
         raise ValueError("--frames must be >= 1")
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    if args.darknet:
+        return _write(_perception_darknet.run(args.min_seconds, args.threads, say), args,
+                      "bench/results/perception_darknet.json", say)
     frames, truth = render_frames(args.world, args.frames, args.width, args.height, args.seed)
     say(f"perception: {len(frames)} frames {args.width}x{args.height} from world "
         f"'{args.world}'")
@@ -177,9 +188,14 @@ def main(args: argparse.Namespace) -> int:
     else:
         result["ratio_color_over_yolo"] = None
     result["versions"] = _versions()
+    return _write(result, args, "bench/results/perception.json", say)
 
-    if args.output:
-        out = Path(args.output)
+
+def _write(result: dict[str, Any], args: argparse.Namespace, default: str, say: Any) -> int:
+    """Write the JSON (``--output``, else ``default``; '' skips) and print it for --json."""
+    output = default if args.output is None else args.output
+    if output:
+        out = Path(output)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         say(f"  wrote {out}")

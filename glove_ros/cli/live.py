@@ -31,6 +31,18 @@ planner's run_task action, prints each feedback message as it arrives, then the 
 every field the action defines, with the robot's answer and the memories it rests on.
 Exit code 0 when the task succeeded, 1 when it failed, 2 when no planner answered.
 
+What it understands (a fixed grammar; with planner:=llm other phrasings go to the local
+LLM, which may only name places and colours the request itself says):
+  find the <colour> block                       search, looking at waypoints
+  go to the <place>                             drive there
+  where did you last see the <colour> block?    answer from memory, do not move
+  bring me to where you last saw the <colour> block   drive there
+  is the corridor between <place> and <place> open?   answer from memory
+  what changed since yesterday? / in the last hour?   answer from memory
+  go charge / return to the dock                dock
+A place or colour the robot does not know is refused and named, with what it does know:
+it is never replaced by the nearest known one.
+
 It joins the graph of a running 'glove-ros launch' (the launch's ROS domain is read from
 its run file) unless ROS_DOMAIN_ID or --domain says otherwise, and works the same against
 a real robot (--namespace when its nodes run in one).

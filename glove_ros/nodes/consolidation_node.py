@@ -28,7 +28,9 @@ Interfaces (relative names; remap in launch):
 Lifecycle: configure validates the parameters and opens the database (the LLM file is
 checked); activate opens the interfaces; the LLM (``consolidator: llm``) is loaded when a
 run starts -- on the dock -- and released when it ends (``llm.keep_loaded`` keeps it:
-off-robot only; on the Orin CPU and GPU share one memory);
+off-robot only; on the Orin CPU and GPU share one memory); with ``llm.service`` the run
+uses the robot's shared model in the llm node and releases it there (``llm/release``)
+when it ends;
 deactivate cancels a running consolidation, closes the interfaces and releases the LLM;
 cleanup closes the database.
 """
@@ -131,6 +133,12 @@ PARAMS = (
     Param("llm.keep_loaded", False, "keep the model in memory between runs; default false: it "
           "is loaded when a run starts (on the dock) and released when it ends -- the Orin "
           "shares its memory between CPU and GPU"),
+    Param("llm.service", "", "'' = load the model in this process (llm.model_path ...); else "
+          "the llm node's LlmComplete service (e.g. llm/complete): the robot's one shared "
+          "model, released after each run through llm/release unless llm.keep_loaded "
+          "(llm.n_ctx must then not exceed the llm node's n_ctx)", read_only=True),
+    Param("llm.service_wait_s", 60.0, "with llm.service: seconds waited beyond llm.timeout_s "
+          "for one call (the shared model's lazy load, a queued request)", read_only=True),
 )
 
 
@@ -179,6 +187,13 @@ def validate(values: dict[str, Any]) -> None:
     core_config(values)
     if values["consolidator"] == "llm":
         llm_config(values)
+    if float(values["llm.service_wait_s"]) < 0:
+        raise ValueError("llm.service_wait_s must be >= 0 seconds")
+
+
+def _shared(values: dict[str, Any]) -> str:
+    """The llm node's service when ``consolidator: llm`` uses the shared model, else ''."""
+    return str(values["llm.service"]).strip() if values["consolidator"] == "llm" else ""
 
 
 def _u32(x: float) -> int:
@@ -195,7 +210,8 @@ class ConsolidationNode(LifecycleNode):
         self._store: PlanMemoryStore | None = None
         self._writer: FastWriter | None = None
         self._consolidator: Consolidator | None = None
-        self._llm: LlamaBackend | None = None
+        self._llm: Any = None  # LlamaBackend, or ServiceLlm with llm.service
+        self._llm_client: Any = None  # ServiceLlm: created once, reused
         self._handles: list[Any] = []
         self._action: ActionServer | None = None
         self._client: ActionClient | None = None
@@ -219,7 +235,7 @@ class ConsolidationNode(LifecycleNode):
             self._store = PlanMemoryStore(str(values["db_path"]))
             self._writer = FastWriter(self._store)
             self._consolidator = Consolidator(self._store, core_config(values))
-            if values["consolidator"] == "llm":
+            if values["consolidator"] == "llm" and not _shared(values):
                 self._llm = LlamaBackend(llm_config(values))  # checks the GGUF file
         except (ValueError, LlmLoadError, OSError) as exc:
             self.get_logger().error(f"cannot configure consolidation: {exc}")
@@ -234,7 +250,17 @@ class ConsolidationNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        if self._llm is not None and self.get_parameter("llm.keep_loaded").value:
+        values = param_values(self, PARAMS)
+        if _shared(values):  # the llm node loads on the first call; released after runs
+            from glove_ros.nodes.llm_client import shared_llm
+
+            self._llm_client = shared_llm(
+                self, self._llm_client, _shared(values), purpose="consolidate",
+                max_tokens=min(int(values["call_max_tokens"]), int(values["llm.n_ctx"]) - 1),
+                timeout_s=float(values["llm.timeout_s"]),
+                wait_s=float(values["llm.service_wait_s"]))
+            self._llm = self._llm_client
+        elif self._llm is not None and self.get_parameter("llm.keep_loaded").value:
             try:
                 self._llm.load()
             except LlmLoadError as exc:
@@ -279,6 +305,8 @@ class ConsolidationNode(LifecycleNode):
             self._client = None
         if self._llm is not None:
             self._llm.close()
+        if self._llm is self._llm_client and self._llm is not None:
+            self._llm = None  # rebuilt on activate
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -497,8 +525,8 @@ class ConsolidationNode(LifecycleNode):
 
     def _load_llm(self) -> None:
         """Load the consolidation model for this run (LlmLoadError: the run fails, memory
-        unchanged)."""
-        if self._llm is None or self._llm.loaded:
+        unchanged). The shared model loads in the llm node on the first call."""
+        if self._llm is None or self._llm is self._llm_client or self._llm.loaded:
             return
         t0 = time.monotonic()
         self._llm.load()
@@ -506,7 +534,14 @@ class ConsolidationNode(LifecycleNode):
                                f"{self._llm.model_path}")
 
     def _release_llm(self) -> None:
-        """Release the model after the run unless ``llm.keep_loaded``."""
+        """Release the model after the run unless ``llm.keep_loaded`` (the shared one through
+        the llm node's ``llm/release``: the dock-time run is the last user of the day)."""
+        if self._llm is not None and self._llm is self._llm_client:
+            if not self.get_parameter("llm.keep_loaded").value:
+                ok, text = self._llm.release()
+                (self.get_logger().info if ok else self._warn)(
+                    f"shared LLM release: {text}")
+            return
         if self._llm is None or not self._llm.loaded or \
                 self.get_parameter("llm.keep_loaded").value:
             return

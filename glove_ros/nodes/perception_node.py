@@ -1,4 +1,4 @@
-"""Perception node: colour blocks (OpenCV HSV) or YOLO objects, tagged with the waypoint.
+"""Perception node: colour blocks (OpenCV HSV) or objects (YOLO), tagged with the waypoint.
 
 Interfaces (relative names; remap to the robot's camera in launch):
   sub  camera/image_raw   sensor_msgs/Image (bgr8, rgb8 or mono8); QoS ``camera_qos``:
@@ -17,8 +17,11 @@ limit); skipped frames are counted, never queued. Images and the waypoint arrive
 separate callback groups, so a slow inference never delays the waypoint update.
 
 Backends: ``color`` (default; thresholds from ``color_config_file`` YAML, see
-``config/perception_colors.yaml``) and ``yolo`` (ultralytics; ``yolo.model_path`` to a
-.pt, .onnx or TensorRT .engine file; never downloads). The model is loaded on activate.
+``config/perception_colors.yaml``), ``darknet`` (the trained detector that ships:
+YOLOv3-tiny on the 80 COCO classes through OpenCV DNN, ``darknet.*`` thresholds; or your own
+Darknet model in ``darknet.model_dir``) and ``yolo`` (ultralytics; ``yolo.model_path`` to a
+.pt, .onnx or TensorRT .engine file). ``classes`` keeps only the classes of interest (darknet
+and yolo). Nothing is ever downloaded; the model is loaded on activate. docs/perception.md.
 """
 
 from __future__ import annotations
@@ -37,7 +40,13 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from glove_ros.core.ops.health import OK, WARN, RateMeter
-from glove_ros.core.world.perception import ColorBlockDetector, ColorDetectorConfig, make_detector
+from glove_ros.core.world import darknet
+from glove_ros.core.world.perception import (
+    BACKENDS,
+    ColorBlockDetector,
+    ColorDetectorConfig,
+    detector_from_params,
+)
 from glove_ros.msg import Detection, DetectionArray
 from glove_ros.nodes.common import (
     AUTOSTART_PARAMS,
@@ -50,11 +59,25 @@ from glove_ros.nodes.common import (
 )
 from glove_ros.nodes.diagnostics import NodeDiagnostics
 
+_DARKNET = darknet.DarknetConfig()  # the darknet backend's defaults
 PARAMS = (
     *AUTOSTART_PARAMS,
-    Param("backend", "color", "'color' (OpenCV HSV) or 'yolo' (ultralytics)", read_only=True),
+    Param("backend", "color", "'color' (OpenCV HSV), 'darknet' (the shipped YOLOv3-tiny, COCO) "
+          "or 'yolo' (ultralytics, your model)", read_only=True),
     Param("color_config_file", "", "YAML with HSV thresholds; empty = built-in defaults",
           read_only=True),
+    Param("classes", [""], "classes of interest for darknet and yolo (e.g. [person, cup]; "
+          "synonyms like sofa/couch accepted by darknet); empty = all", read_only=True),
+    Param("darknet.model_dir", "", "folder with your own .cfg, .weights and .names; empty = "
+          "the shipped YOLOv3-tiny", read_only=True),
+    Param("darknet.score_threshold", _DARKNET.score_threshold, "darknet: lowest score "
+          "(objectness x class probability) kept", read_only=True),
+    Param("darknet.nms_threshold", _DARKNET.nms_threshold, "darknet: IoU above which the "
+          "weaker box of one class is dropped", read_only=True),
+    Param("darknet.class_thresholds", [""], "darknet: per-class score thresholds, "
+          "'NAME=VALUE' (e.g. [person=0.5, cup=0.3])", read_only=True),
+    Param("darknet.input_size", _DARKNET.input_size, "darknet: square network input in "
+          "pixels (multiple of 32; the frame is letterboxed into it)", read_only=True),
     Param("yolo.model_path", "", "YOLO model file (.pt, .onnx, .engine)", read_only=True),
     Param("yolo.confidence", 0.25, "YOLO confidence threshold"),
     Param("min_confidence", 0.0, "detections below this are not published"),
@@ -84,10 +107,15 @@ def should_infer(infer_when: str, waypoint: str, max_rate: float, last: float | 
 
 def validate(values: dict[str, Any]) -> None:
     """Refuse parameter values the node cannot work with."""
-    if values["backend"] not in ("color", "yolo"):
-        raise ValueError(f"backend must be 'color' or 'yolo', got '{values['backend']}'")
+    if values["backend"] not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got "
+                         f"'{values['backend']}'")
     if values["backend"] == "yolo" and not values["yolo.model_path"]:
         raise ValueError("backend 'yolo' needs yolo.model_path (.pt, .onnx or .engine)")
+    if values["backend"] == "color" and _classes(values):
+        raise ValueError("classes applies to the darknet and yolo backends; the color backend "
+                         "reports colours (set color_config_file instead)")
+    darknet.config_from_params(values)  # ValueError for bad thresholds or input size
     for key in ("yolo.confidence", "min_confidence"):
         if not 0.0 <= float(values[key]) <= 1.0:
             raise ValueError(f"{key} must be within 0..1")
@@ -99,6 +127,10 @@ def validate(values: dict[str, Any]) -> None:
                          f"(got '{values['infer_when']}')")
     if float(values["max_rate"]) < 0:
         raise ValueError("max_rate must be >= 0 (0: no limit)")
+
+
+def _classes(values: dict[str, Any]) -> list[str]:
+    return [str(c).strip() for c in values["classes"] if str(c).strip()]
 
 
 def image_to_bgr(msg: Image) -> np.ndarray:
@@ -156,14 +188,13 @@ class PerceptionNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        backend = str(self.get_parameter("backend").value)
+        values = param_values(self, PARAMS)
+        backend = str(values["backend"])
         try:
             if backend == "color":
                 self._detector = ColorBlockDetector(self._color_config)
             else:
-                self._detector = make_detector(
-                    "yolo", model_path=str(self.get_parameter("yolo.model_path").value),
-                    conf=float(self.get_parameter("yolo.confidence").value))
+                self._detector = detector_from_params(values)
         except Exception as exc:  # missing model file, ultralytics absent, bad file
             self.get_logger().error(f"cannot load the {backend} detector: {exc}")
             return TransitionCallbackReturn.FAILURE
@@ -177,8 +208,10 @@ class PerceptionNode(LifecycleNode):
                                      callback_group=MutuallyExclusiveCallbackGroup()),
         ]
         self._camera_topic = self._handles[0].topic_name
-        self.get_logger().info(f"perception active with the {backend} backend; camera "
-                               f"{self._camera_topic} ({qos} QoS), inference "
+        classes = _classes(values)
+        self.get_logger().info(f"perception active with the {backend} backend"
+                               + (f" (classes: {', '.join(classes)})" if classes else "")
+                               + f"; camera {self._camera_topic} ({qos} QoS), inference "
                                f"{self.get_parameter('infer_when').value}")
         return super().on_activate(state)
 

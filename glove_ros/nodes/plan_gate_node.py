@@ -31,7 +31,8 @@ Interfaces (relative names; remap in launch):
   srv  explain_gate          std_srvs/Trigger  the last decision, explained in words
 
 Lifecycle: configure validates parameters, opens the databases and reads the map;
-activate loads the embedder (and the LLM for ``updater: llm``), restores the gate's
+activate loads the embedder (and the LLM for ``updater: llm``; with ``llm.service`` the
+reflection goes to the robot's shared model in the llm node instead), restores the gate's
 momentum and task pools from the database, and opens the interfaces; deactivate closes the
 interfaces and releases the models; cleanup closes the databases. Parameter changes are
 validated live and take effect at the next activate (the gate is rebuilt there).
@@ -102,6 +103,11 @@ PARAMS = (
     Param("llm.max_tokens", 256, "bound on one reflection's reply, tokens (>= 16)"),
     Param("llm.timeout_s", 60.0, "wall-clock bound on one reflection, seconds"),
     Param("llm.max_edits", 3, "most edits one reflection may propose"),
+    Param("llm.service", "", "'' = load the model in this process (llm.model_path ...); else "
+          "the llm node's LlmComplete service (e.g. llm/complete): the robot's one shared "
+          "model, loaded there on first use"),
+    Param("llm.service_wait_s", 60.0, "with llm.service: seconds waited beyond llm.timeout_s "
+          "(the shared model's lazy load, a queued request); no answer = no update proposed"),
     Param("janus.beta", 0.9, "momentum decay in [0, 1)"),
     Param("janus.tau", 0.0, "compare when cos(z_t, m_{t-1}) < tau; lower compares less"),
     Param("janus.warmup", 3, "first memory-changing updates accepted without comparison"),
@@ -164,6 +170,8 @@ def validate(values: dict[str, Any]) -> None:
     make_trigger(str(values["trigger"]), cfg, risk=lambda c: "")
     llm_config(values)
     updater_config(values)
+    if float(values["llm.service_wait_s"]) < 0:
+        raise ValueError("llm.service_wait_s must be >= 0 seconds")
 
 
 def decision_to_msg(d: GateDecision) -> GateDecisionMsg:
@@ -191,6 +199,7 @@ class PlanGateNode(LifecycleNode):
         self._gate: JanusGate | None = None
         self._pipeline: PlanGatePipeline | None = None
         self._llm: Any = None
+        self._llm_client: Any = None  # ServiceLlm with llm.service: created once, reused
         self._embedder: Any = None
         self._pub: Any = None
         self._handles: list[Any] = []
@@ -238,13 +247,22 @@ class PlanGateNode(LifecycleNode):
                 from glove_ros.core.llm.embedding import HashingEmbedder
 
                 self._embedder = HashingEmbedder()
-            if values["updater"] == "llm":
+            service = str(values["llm.service"]).strip()
+            if values["updater"] == "llm" and service:
+                from glove_ros.nodes.llm_client import shared_llm
+
+                self._llm_client = shared_llm(
+                    self, self._llm_client, service, purpose="reflect",
+                    max_tokens=int(values["llm.max_tokens"]),
+                    timeout_s=float(values["llm.timeout_s"]),
+                    wait_s=float(values["llm.service_wait_s"]))
+                self._llm = self._llm_client
+            elif values["updater"] == "llm":
                 from glove_ros.core.llm.runtime import LlamaBackend
 
                 self._llm = LlamaBackend(llm_config(values)).load()
-                updater: Any = LlmUpdater(self._llm, updater_config(values))
-            else:
-                updater = RuleUpdater(updater_config(values))
+            updater: Any = (LlmUpdater(self._llm, updater_config(values))
+                            if values["updater"] == "llm" else RuleUpdater(updater_config(values)))
             scorer = make_rehearsal_scorer(
                 self._plan, self._rehearsal,
                 ExperienceTruth(StoreMemoryView(self._exp),

@@ -23,6 +23,8 @@ Interfaces (relative names):
   act  probe                 glove_ros/Probe (server)
   act  navigate_to_waypoint  glove_ros/NavigateToWaypoint (client)
   srv  query_memory, record_transition, reverify_negatives, dock (clients)
+  srv  llm/complete          glove_ros/LlmComplete (client, with ``llm.service``): the robot's
+                             shared model in the llm node instead of one in this process
   sub  detections            glove_ros/DetectionArray
   sub  pose | amcl_pose | odom  the robot's pose stamped on transitions, by ``pose_source``:
                              ``pose`` geometry_msgs/PoseStamped (the simulator's map pose),
@@ -58,13 +60,14 @@ from glove_ros import conversions as conv
 from glove_ros.action import NavigateToWaypoint, Probe, RunTask
 from glove_ros.core.memory.experience import MemoryEntry, Transition
 from glove_ros.core.ops.health import OK, WARN, LatencyStat
+from glove_ros.core.ops.resend import resend_waits
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
 from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task, WorldMap
 from glove_ros.core.plan.tasks import TaskRequest, understand
 from glove_ros.core.world.observation import FreshFrames, LookConfig, colors_of, judge_frames
 from glove_ros.core.world.perception import color_vocabulary
-from glove_ros.core.world.pose_stream import PoseStream
+from glove_ros.core.world.pose_stream import PoseStream, pose_at
 from glove_ros.core.world.worldfile import load_world
 from glove_ros.msg import DetectionArray, TaskOutcome
 from glove_ros.nodes.common import (
@@ -79,6 +82,7 @@ from glove_ros.nodes.common import (
     wait_future,
 )
 from glove_ros.nodes.diagnostics import NodeDiagnostics
+from glove_ros.nodes.llm_client import ServiceLlm, shared_llm
 from glove_ros.paths import resolve_world
 from glove_ros.srv import QueryMemory, RecordTransition
 
@@ -101,6 +105,11 @@ PARAMS = (
     Param("llm.max_tokens", 32, "bound on generated tokens per decision"),
     Param("llm.timeout_s", 20.0, "a slower decision falls back to greedy"),
     Param("llm.max_prompt_tokens", 400, "prompt budget; memory lines dropped to fit"),
+    Param("llm.service", "", "'' = load the model in this process (llm.model_path ...); else "
+          "the llm node's LlmComplete service (e.g. llm/complete): the robot's one shared "
+          "model, loaded there on first use", read_only=True),
+    Param("llm.service_wait_s", 30.0, "with llm.service: seconds waited beyond llm.timeout_s "
+          "(the shared model's lazy load, a queued request) before falling back to greedy"),
     Param("plan_db_path", "", "plan memory (Janus-gated) read as a prior at each task start; "
           "'' = none", read_only=True),
     Param("max_steps", 30, "actions per task before it fails"),
@@ -114,6 +123,9 @@ PARAMS = (
     Param("map_frame", "map", "frame the stamped poses must be in; others are dropped"),
     Param("locate_radius", 0.6, "the robot stands at a waypoint when its pose (pose_source) is "
           "within this many metres of it"),
+    Param("pose_settle", 0.5, "wall seconds a continuous pose source ('pose', 'odom') is given "
+          "after a drive to deliver a pose stamped after it ended; the looks that follow are "
+          "stamped with that pose, not a late one from the way there"),
     Param("pose_timeout", 15.0, "wall seconds a task waits for the robot's pose before it "
           "fails with 'position_unknown' (the position is never assumed)"),
     Param("pose_gap", 2.0, "a continuous pose source ('pose', 'odom') silent this many wall "
@@ -150,6 +162,10 @@ def validate(values: dict[str, Any]) -> None:
                 "pose_timeout", "pose_gap", "call_timeout"):
         if float(values[key]) <= 0:
             raise ValueError(f"{key} must be > 0 seconds")
+    if not 0 <= float(values["pose_settle"]) <= 10:
+        raise ValueError("pose_settle must be within 0..10 seconds")
+    if float(values["llm.service_wait_s"]) < 0:
+        raise ValueError("llm.service_wait_s must be >= 0 seconds")
     if values["pose_source"] not in POSE_SOURCES:
         raise ValueError(f"pose_source must be one of {', '.join(POSE_SOURCES)} "
                          f"(got '{values['pose_source']}')")
@@ -211,6 +227,7 @@ class PlannerNode(LifecycleNode):
         self._at = ""
         self._driven: list[str] = []
         self._llm: Any = None
+        self._llm_client: Any = None  # ServiceLlm with llm.service: created once, reused
         self._plan_store: Any = None
         self._planner: Any = None
         self._fallbacks_before = 0
@@ -244,7 +261,16 @@ class PlannerNode(LifecycleNode):
         values = param_values(self, PARAMS)
         assert self._map is not None
         planner: Any = GreedyPlanner()
-        if values["planner"] == "llm":
+        if values["planner"] == "llm" and str(values["llm.service"]).strip():
+            self._llm_client = shared_llm(
+                self, self._llm_client, str(values["llm.service"]).strip(), purpose="plan",
+                max_tokens=int(values["llm.max_tokens"]),
+                timeout_s=float(values["llm.timeout_s"]),
+                wait_s=float(values["llm.service_wait_s"]))
+            self._llm = self._llm_client
+            self.get_logger().info(f"LLM: the shared model behind {self._llm.service} "
+                                   "(loaded there on the first request)")
+        elif values["planner"] == "llm":
             try:
                 from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
@@ -261,6 +287,7 @@ class PlannerNode(LifecycleNode):
             except Exception as exc:  # missing model, not a GGUF, llama_cpp absent
                 self.get_logger().error(f"cannot load the LLM: {exc}")
                 return TransitionCallbackReturn.FAILURE
+        if values["planner"] == "llm":
             planner = LlmPlanner(self._llm, LlmPlannerConfig(
                 max_prompt_tokens=int(values["llm.max_prompt_tokens"]),
                 max_tokens=int(values["llm.max_tokens"]),
@@ -360,13 +387,21 @@ class PlannerNode(LifecycleNode):
         self._wp_pub = self._outcome_pub = None
         return TransitionCallbackReturn.SUCCESS
 
+    def _parse_llm(self) -> Any:
+        """The LLM for requests the task grammar does not know (tagged ``parse`` when
+        shared)."""
+        llm = self._llm
+        return llm.with_purpose("parse") if isinstance(llm, ServiceLlm) else llm
+
     def _diagnose(self) -> tuple[int, str, dict]:
         """/diagnostics: LLM load, decision latency, fallback rate."""
         kind = str(self.get_parameter("planner").value)
         mean, worst = self._latency.summary()
         asked = self._llm_decisions
         rate = self._llm_fallbacks / asked if asked else 0.0
-        values = {"planner": kind, "llm_loaded": self._llm is not None,
+        shared = self._llm.service if isinstance(self._llm, ServiceLlm) else ""
+        values = {"planner": kind, "llm_loaded": self._llm is not None and not shared,
+                  "llm_service": shared,
                   "decisions": self._latency.count, "decision_latency_mean_s": mean,
                   "decision_latency_max_s": worst, "llm_decisions": asked,
                   "llm_fallbacks": self._llm_fallbacks, "llm_fallback_rate": rate}
@@ -380,26 +415,38 @@ class PlannerNode(LifecycleNode):
     def call(self, client: Any, request: Any, timeout: float | None = None) -> Any:
         """Service call from a worker thread; None when unanswered after every retry.
 
-        A request sent while discovery still lists a server that was just killed is never
-        answered, so an unanswered request is re-sent (``call_retries`` times, each waiting
-        ``timeout`` or ``call_timeout`` seconds) and every re-send is logged.
+        A request sent while discovery still lists a server that was just killed (or before
+        a restarted one matched this client's reply reader) is never answered, so an
+        unanswered request is re-sent, and every re-send is logged. With ``timeout`` each of
+        1 + ``call_retries`` sends waits that long. Without, the sends wait 1, 2, 4 s ... up
+        to ``call_timeout`` (core/ops/resend.py), the same patience in all, and an answer to
+        any earlier copy still counts: the first request after a restart is answered within
+        about a second of the new server's match instead of after whole lost tries. Only
+        requests that are safe to repeat may go without ``timeout`` (record_transition: the
+        memory node stores a re-sent transition once).
         """
         per_try = float(timeout or self.get_parameter("call_timeout").value)
         tries = 1 + int(self.get_parameter("call_retries").value)
-        for attempt in range(1, tries + 1):
-            if not client.wait_for_service(timeout_sec=per_try):
-                result = None
-            else:
-                result = wait_future(client.call_async(request), per_try)
-            if result is not None:
+        waits = [per_try] * tries if timeout else resend_waits(per_try, tries)
+        answered = threading.Event()
+        futures: list[Any] = []
+        for attempt, wait in enumerate(waits, start=1):
+            end = time.monotonic() + wait
+            if client.wait_for_service(timeout_sec=wait):
+                future = client.call_async(request)
+                future.add_done_callback(lambda _f: answered.set())
+                futures.append(future)
+                answered.wait(max(end - time.monotonic(), 0.0))
+            done = next((f for f in futures if f.done() and f.result() is not None), None)
+            if done is not None:
                 if attempt > 1:
                     self.get_logger().info(f"{client.srv_name} answered on attempt {attempt}")
-                return result
-            if attempt < tries:
+                return done.result()
+            if attempt < len(waits):
                 self.get_logger().warning(
-                    f"{client.srv_name}: no answer within {per_try:.0f}s (server restarted?); "
-                    f"re-sending ({attempt + 1}/{tries})")
-        self.get_logger().error(f"{client.srv_name}: no answer after {tries} attempt(s)")
+                    f"{client.srv_name}: no answer within {wait:.0f}s (server restarted?); "
+                    f"re-sending ({attempt + 1}/{len(waits)})")
+        self.get_logger().error(f"{client.srv_name}: no answer after {len(waits)} attempt(s)")
         return None
 
     # position from the robot -----------------------------------------------------------
@@ -470,6 +517,28 @@ class PlannerNode(LifecycleNode):
         """The robot's last pose in map_frame (the pose stream's; None after a
         re-localisation until the source speaks again)."""
         return self._poses.last
+
+    def _arrival_pose(self, waypoint: str) -> tuple[float, float, float] | None:
+        """The pose stamped on what the robot does after a drive (its looks).
+
+        Under load the last pose delivered may be one sent on the way (seen: 0.2-0.66 m short
+        of the waypoint), wrong evidence for ``rule: pose``. So a continuous source is given
+        ``pose_settle`` seconds to deliver a pose stamped after the drive ended. A pose that
+        still lies farther than ``locate_radius`` from the waypoint reached (AMCL stays silent
+        once the robot stops) is not stamped: no pose is stored rather than a wrong one."""
+        ended = self.get_clock().now().nanoseconds * 1e-9  # the clock poses are stamped on
+        if not self._poses.event_driven:
+            settle, t0 = float(self.get_parameter("pose_settle").value), time.monotonic()
+            while self._poses.after(ended) is None and time.monotonic() - t0 < settle:
+                time.sleep(0.02)
+        known = self._map.waypoints.get(waypoint) if self._map is not None else None
+        pose, off = pose_at(self._poses.last, known[:2] if known else None,
+                            float(self.get_parameter("locate_radius").value))
+        if pose is None and self._poses.last is not None:
+            self.get_logger().warning(
+                f"arrived at '{waypoint}' but the last pose is {off:.2f} m from it; the "
+                "transitions that follow carry no pose")
+        return pose
 
     def _on_first_pose(self, msg: Any) -> None:
         """The latched reader of amcl_pose: only its first pose matters (AMCL's last pose
@@ -612,7 +681,8 @@ class PlannerNode(LifecycleNode):
         agent = self._agent
         assert agent is not None and self._map is not None
         try:
-            req, how = understand(goal.task, self._colors, self._map.waypoint_ids, self._llm)
+            req, how = understand(goal.task, self._colors, self._map.waypoint_ids,
+                                   self._parse_llm())
         except ValueError as exc:
             self.get_logger().warning(str(exc))
             result.success, result.reason, result.answer = False, "invalid_task", str(exc)
@@ -663,7 +733,7 @@ class PlannerNode(LifecycleNode):
                 if isinstance(action, NavigateTo):
                     outcome, final = self._navigate(action.waypoint, action.avoid_edges,
                                                     lambda: handle.is_cancel_requested)
-                    ts = agent.on_navigation(outcome, final, self._pose)
+                    ts = agent.on_navigation(outcome, final, self._arrival_pose(final))
                     last = f"navigate_to {action.waypoint}: {outcome}"
                 elif isinstance(action, Look):
                     sig = self._look(action.waypoint)
@@ -723,7 +793,7 @@ class PlannerNode(LifecycleNode):
             answer = None
             try:
                 now = self._now()
-                if req.intent == "go_to_last_seen":
+                if req.intent in ("go_to_last_seen", "where_last_seen"):  # the latter: say only
                     answer = answers.last_seen(req.colour, self._view.history(action="look"),
                                                now)
                 elif req.intent == "corridor_status":

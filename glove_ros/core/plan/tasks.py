@@ -56,14 +56,15 @@ def parse_task(text: str, task_id: str = "", colors: tuple[str, ...] | None = No
 # free-text requests: what the robot is asked, grounded in memory by the planner node
 
 #: what a free-text request can ask for
-INTENTS = ("find", "go_to", "go_to_last_seen", "corridor_status", "changes", "dock")
+INTENTS = ("find", "go_to", "go_to_last_seen", "where_last_seen", "corridor_status", "changes",
+           "dock")
 
 
 @dataclass(frozen=True)
 class TaskRequest:
     """A request in structured form.
 
-    ``intent``: one of :data:`INTENTS`; ``colour`` for find / go_to_last_seen;
+    ``intent``: one of :data:`INTENTS`; ``colour`` for find / go_to_last_seen / where_last_seen;
     ``waypoint`` for go_to; ``waypoint`` + ``waypoint2`` for corridor_status; ``since_s``
     for changes (how far back, seconds; 0 = since the start of memory). ``source`` says
     who parsed it: ``rules`` (the fixed grammar) or ``llm``.
@@ -82,7 +83,7 @@ class TaskRequest:
         """Raise ValueError when a field the intent needs is missing or unknown."""
         if self.intent not in INTENTS:
             raise ValueError(f"unknown intent {self.intent!r}; one of {', '.join(INTENTS)}")
-        if self.intent in ("find", "go_to_last_seen"):
+        if self.intent in ("find", "go_to_last_seen", "where_last_seen"):
             if not self.colour:
                 raise ValueError(f"{self.intent} needs a colour")
             if colours is not None and self.colour not in colours:
@@ -113,6 +114,9 @@ _LAST_SEEN = re.compile(r"\b(last\s+(saw|seen|spotted)|saw\s+last|last\s+place|w
 _CORRIDOR = re.compile(r"\b(corridor|passage|way|path|route|door|get)\b.*\bfrom\b|"
                        r"\b(corridor|passage|way|path|route|door)\b.*\bbetween\b|"
                        r"\b(open|blocked|closed|clear|passable)\b", re.I)
+# a question, not an errand: "where did you last see the red block?" (answer, never drive)
+_WHERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:where|in\s+which\s+(?:place|room))\b.*"
+                    r"\b(?:is|are|see|saw|seen|spot|spotted|find|found|notice|noticed)\b", re.I)
 _GOTO = re.compile(r"\b(go|drive|navigate|move|head|take\s+me|bring\s+me|lead\s+me)\b", re.I)
 
 
@@ -147,6 +151,8 @@ def parse_request(text: str, colours: Sequence[str], waypoints: Sequence[str]
     if _CHANGES.search(t) and not cols and not wps:
         since = next((s for rx, s in _SINCE if rx.search(t)), 0.0)
         return TaskRequest("changes", since_s=since, text=t)
+    if _WHERE.search(t) and len(cols) == 1 and not wps and not _GOTO.search(t):
+        return TaskRequest("where_last_seen", colour=cols[0], text=t)
     if _LAST_SEEN.search(t) and len(cols) == 1 and not wps:
         return TaskRequest("go_to_last_seen", colour=cols[0], text=t)
     if len(wps) == 2 and not cols and _CORRIDOR.search(t):
@@ -177,6 +183,7 @@ REQUEST_SYSTEM = (
     "- find: search for a coloured block (colour).\n"
     "- go_to: drive to a named place (waypoint).\n"
     "- go_to_last_seen: drive to where a coloured block was last seen (colour).\n"
+    "- where_last_seen: only say where a coloured block was last seen, do not move (colour).\n"
     "- corridor_status: is the corridor between two places open (waypoint, waypoint2).\n"
     "- changes: what changed in memory (since_hours: how far back, 0 = all).\n"
     "- dock: return to the charger.\n"

