@@ -37,8 +37,11 @@ def test_demo_small_world_counts_every_alert(tmp_path):
     text = r.stdout + r.stderr
     assert "Traceback" not in text and "never retrieved" not in text, text
     doc = json.loads((out / "demo.json").read_text())
-    printed = r.stdout.count("! dissonance at")
+    # an alert is a dissonance (a look here contradicted memory here) or an object seen
+    # elsewhere (its line names where): both count
+    printed = r.stdout.count("! dissonance at") + r.stdout.count("! object moved:")
     assert printed >= 1, r.stdout  # the swap at episode 3 is detected
+    assert all(" seen at " in ln for ln in r.stdout.splitlines() if "! object moved:" in ln)
     rows = doc["episodes_detail"]
     assert len(rows) == 8
     assert sum(row["alerts"] for row in rows) == printed == len(doc["counters"]["alerts"])
