@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from glove_ros.core.verify.memory_rules import rule_names
+from glove_ros.core.verify.retest import is_rule_name
 
 
 class ScenarioError(ValueError):
@@ -234,7 +235,7 @@ def parse_scenario(data: Any, default_name: str = "scenario") -> Scenario:
     if not isinstance(methods, list):
         raise ScenarioError("methods must be a list of method names")
     for m in methods:
-        if m not in rule_names():
+        if not is_rule_name(m):
             raise ScenarioError(f"methods: unknown method {m!r}; choose from "
                                 f"{', '.join(rule_names())}")
     paper = data.get("paper", {}) or {}

@@ -45,6 +45,7 @@ from glove_ros.core.plan.agent_types import (
 )
 from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.memory_views import RULE_PARAMS, OracleView, RuleView, make_view
+from glove_ros.core.verify.retest import make_retest_view, retest_names, split_retest
 from glove_ros.core.verify.verifier import GloveVerifier
 from glove_ros.core.world.perception import (
     ColorBlockDetector,
@@ -100,7 +101,9 @@ class ModeRunner:
     reads everything; ``oracle`` reads the simulator's current truth; a baseline rule
     (``LatestOverwrite``, ``RecentK``, ...; ``params`` as in
     :data:`~glove_ros.core.verify.memory_views.RULE_PARAMS`) reads its view of the entries and
-    answers the stuck hook by its rule.
+    answers the stuck hook by its rule; ``<baseline>+retest`` answers it with GLOVE's
+    stale-negative re-test and knows the world's unique colours as GLOVE does
+    (:mod:`glove_ros.core.verify.retest`).
 
     ``planner_factory`` builds a fresh planner (default :class:`GreedyPlanner`); ``db_path``
     is the store file (default: a temporary directory removed afterwards).
@@ -111,11 +114,16 @@ class ModeRunner:
                  db_path: str | Path | None = None,
                  params: Mapping[str, Any] | None = None) -> None:
         mode = METHOD_ALIASES.get(mode, mode)
-        if mode not in METHODS:
-            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(METHODS)}")
+        base, retest = split_retest(mode)
+        if mode not in METHODS and not (retest and base in RULE_PARAMS):
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(METHODS)} or "
+                             f"a baseline's re-test arm ({', '.join(retest_names(RULE_PARAMS))})")
         params = dict(params or {})
         self.view: RuleView | None = None
-        if mode in ("async", "sync"):
+        if retest:  # the view is built once the verifier settings are known (below)
+            make_view(base, params)  # bad parameters fail here, as for the bare rule
+            self.params = {**RULE_PARAMS[base][1], **params}
+        elif mode in ("async", "sync"):
             unknown = sorted(set(params) - set(GLOVE_PARAMS))
             if unknown:
                 raise ValueError(f"GLOVE-{mode} does not take {', '.join(unknown)}; its "
@@ -149,7 +157,10 @@ class ModeRunner:
             vcfg = VerifierConfig.from_dict(verifier_settings(world, self.config.verifier,
                                                               mode))
             self.verifier = GloveVerifier(self.store, vcfg)
-        if mode == "oracle":
+        if retest:  # the shared re-test policy, with what GLOVE knows of this world
+            self.view = make_retest_view(mode, params, VerifierConfig.from_dict(
+                verifier_settings(world, self.config.verifier, "async")))
+        elif mode == "oracle":
             self.view = OracleView(self._oracle_truth)
         elif mode == "static":  # every entry the store holds, read from memory (fast)
             self.view = RuleView()

@@ -97,6 +97,7 @@ from glove_ros.benchmarks._frozenlake_report import format_table, write_plot
 from glove_ros.benchmarks._frozenlake_runner import Runner
 from glove_ros.benchmarks._frozenlake_scenario import Scenario, load_scenario
 from glove_ros.core.verify.memory_rules import make_rule, rule_names
+from glove_ros.core.verify.retest import is_rule_name
 
 DEFAULT_OUT = Path("bench/results")
 
@@ -115,8 +116,9 @@ def run_benchmark(scenario: Scenario, methods: Sequence[str], policy: str = "gre
     if policy not in ("greedy", "llm"):
         raise ValueError(f"unknown policy {policy!r}; choose greedy or llm")
     for name in methods:
-        if name not in rule_names():
-            raise ValueError(f"unknown method {name!r}; choose from {', '.join(rule_names())}")
+        if not is_rule_name(name):
+            raise ValueError(f"unknown method {name!r}; choose from {', '.join(rule_names())} "
+                             "(a baseline may add +retest)")
     report: dict[str, Any] = {
         "benchmark": "frozenlake",
         "scenario": {
@@ -266,7 +268,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how the agent picks actions (default: greedy memory planner)")
     parser.add_argument("--methods", nargs="+", metavar="NAME",
                         help="memory rules to compare (space or comma separated; default: "
-                        "the scenario's list, else all): " + ", ".join(rule_names()))
+                        "the scenario's list, else all): " + ", ".join(rule_names())
+                        + "; any baseline with +retest (GLOVE's stale-negative re-test, e.g. "
+                        "RecentK+retest)")
     parser.add_argument("--threads", type=int, default=0, metavar="N",
                         help="llama.cpp threads for --policy llm (default: 0, half the cores)")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
@@ -280,8 +284,9 @@ def _parse_methods(raw: Sequence[str] | None, scenario: Scenario) -> list[str]:
         return list(scenario.methods) or rule_names()
     names = [n.strip() for item in raw for n in item.split(",") if n.strip()]
     for n in names:
-        if n not in rule_names():
-            raise ValueError(f"unknown method {n!r}; choose from {', '.join(rule_names())}")
+        if not is_rule_name(n):
+            raise ValueError(f"unknown method {n!r}; choose from {', '.join(rule_names())} "
+                             "(a baseline may add +retest)")
     return list(dict.fromkeys(names))
 
 

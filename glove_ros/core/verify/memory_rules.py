@@ -39,7 +39,8 @@ one per kind of disagreement of structured outcomes (``-nostructure``), or let t
 hook re-test every stale negative in the way instead of only those at places that changed
 before (``-anyrecheck``). Every rule gets
 the same ``on_stuck`` call and answers by its own rule: GLOVE re-tests stale negatives,
-PageHinkleyReset resets, PeriodicRefresh refreshes, the local rules do nothing.
+PageHinkleyReset resets, PeriodicRefresh refreshes, the local rules do nothing;
+``<baseline>+retest`` gives a baseline GLOVE's re-test (:mod:`glove_ros.core.verify.retest`).
 
 Interface (:class:`MemoryRule`): ``observe(state, action, outcome, reward, step)`` records
 one real transition; ``distribution(state, action)`` gives the believed outcome distribution
@@ -213,6 +214,11 @@ class _SampleMemory(MemoryRule):
     def clear(self) -> None:
         """Forget every sample."""
         self._samples.clear()
+
+    def forget(self, state: Hashable, action: Hashable) -> bool:
+        """Forget every sample of (state, action) (the shared re-test policy,
+        :mod:`glove_ros.core.verify.retest`, sets them aside); True if there were any."""
+        return bool(self._samples.pop((state, action), None))
 
 
 def _frequencies(outcomes: Any) -> dict[Outcome, float]:
@@ -561,8 +567,13 @@ def make_rule(
     ``glove_config`` (VerifierConfig fields except ``mode``, which the name fixes) and
     ``is_negative`` (which outcomes are failures, for the deadlock breaker) go to the GLOVE
     adapters only; ``params`` to a baseline's constructor (e.g. ``{"k": 5}`` for RecentK,
-    see :data:`BASELINE_PARAMS`).
+    see :data:`BASELINE_PARAMS`). ``<baseline>+retest`` (e.g. ``RecentK+retest``) is that
+    baseline given GLOVE's stale-negative re-test (:mod:`glove_ros.core.verify.retest`).
     """
+    if name.endswith("+retest"):
+        from glove_ros.core.verify.retest import make_retest_rule
+
+        return make_retest_rule(name, glove_config, is_negative, params)
     if name in BASELINE_RULES:
         try:
             return BASELINE_RULES[name](**dict(params or {}))
