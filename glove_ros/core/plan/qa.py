@@ -1,0 +1,587 @@
+"""Questions answered from verified memory, citing the entries they rest on (ROS-free).
+
+The robot does not move to answer these; it reads experience memory *with its history*
+(entries trusted, suppressed or replaced, each with the verifier's reason and times):
+
+* ``where`` / ``when`` -- where / when did you last see X;
+* ``still_at`` -- is X still at Y (yes / no / unknown);
+* ``what_at`` -- what is at Y;
+* ``changes`` -- what changed since T, or at Y since the visit before the last;
+* ``corridors`` -- which corridors are closed;
+* ``how_sure`` -- how sure are you of where X is (high / medium / low / none).
+
+Three separately testable pieces:
+
+1. :func:`retrieve` turns entries into a compact list of :class:`Fact` s, *resolving
+   staleness before anyone reads it*: per (place, action) the current belief (the most
+   supported outcome among trusted entries, ties to the newest) is one NOW fact, other
+   trusted outcomes are ALSO facts (a minority: often a missed detection), and entries the
+   verifier stopped trusting whose outcome differs from the belief are OLD facts, with the
+   time a later observation first contradicted them and the verifier's reason ("previously X,
+   contradicted at T"). Only facts that bear on the question are kept, current ones first.
+2. :class:`TemplateAnswerer` answers from the facts by rule (the baseline and the fallback).
+3. :class:`LlmAnswerer` asks a :class:`~glove_ros.core.llm.runtime.JsonLlm` for
+   ``{value, cited, stale, answer}`` under a JSON-schema grammar: ``value`` from the
+   question's allowed values (:func:`value_choices`: where a current fact answers, history is
+   no candidate), ``cited`` from an enum of the retrieved fact ids. A reply that fails the
+   schema, cites an id that was not retrieved, names a value outside the choices, or claims
+   staleness without citing an OLD fact (or cites one without claiming it) is rejected and
+   the template answers instead (``error`` says why). The prompt is
+   :mod:`glove_ros.core.plan.qa_prompt`.
+
+Both return a :class:`QaAnswer`: text, machine-readable value, cited ids, stale flag, source
+(``llm`` / ``template``), latency and tokens. Objects are what looks record (colours in
+``colors=a,b`` outcomes); ``labels`` maps them to what a person calls them ("red kettle").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from glove_ros.core.llm.prompts import age_text
+from glove_ros.core.plan.qa_prompt import EXAMPLES, PROMPT_SHA256, SYSTEM_PROMPT
+
+__all__ = ["KINDS", "Question", "Fact", "Retrieved", "QaAnswer", "Answerer", "retrieve",
+           "TemplateAnswerer", "LlmAnswerer", "answer_schema", "answer_messages",
+           "value_choices", "corridor_label", "answer", "PROMPT_SHA256", "SYSTEM_PROMPT"]
+
+KINDS = ("where", "when", "still_at", "what_at", "changes", "corridors", "how_sure")
+_OBJECT_KINDS = ("where", "when", "still_at", "how_sure")
+_PLACE_KINDS = ("still_at", "what_at")
+_LIST_KINDS = ("what_at", "changes", "corridors")
+_LOOK, _NAV = "look", "navigate_to"
+_TRUSTED = 0
+NOTHING, UNKNOWN = "nothing", "unknown"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question in structured form: ``kind`` (:data:`KINDS`), the object ``obj`` as memory
+    records it, a ``place``, ``since`` (``changes``: seconds on the entries' clock; None with a
+    place = since the visit before the last, None without = since the start) and the
+    person's words ``text``."""
+
+    kind: str
+    obj: str = ""
+    place: str = ""
+    since: float | None = None
+    text: str = ""
+
+    def validate(self) -> Question:
+        """Raise ValueError naming what the kind needs; return ``self``."""
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown question kind {self.kind!r}; one of {', '.join(KINDS)}")
+        if self.kind in _OBJECT_KINDS and not self.obj:
+            raise ValueError(f"a {self.kind} question needs an object (obj)")
+        if self.kind in _PLACE_KINDS and not self.place:
+            raise ValueError(f"a {self.kind} question needs a place")
+        return self
+
+
+def corridor_label(a: str, b: str) -> str:
+    """``"a-b"`` with the ends sorted (one label per corridor, both directions)."""
+    return "-".join(sorted((a, b)))
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One line of retrieved memory: a group of entries with one key and one outcome.
+
+    ``ref`` is the id a citation names (the group's newest entry); ``current`` marks the
+    belief, else the group is contradicted history with ``stale_at`` (when the verifier
+    stopped trusting it) and ``reason``. For looks ``objects`` is what was seen at ``place``;
+    for corridors (``action`` navigate_to) ``place``-``other`` was ``open`` or ``closed``.
+    ``support`` / ``of``: entries agreeing / trusted entries of the key (current facts).
+    """
+
+    ref: int
+    ids: tuple[int, ...]
+    action: str
+    place: str
+    objects: tuple[str, ...] = ()
+    other: str = ""
+    state: str = ""
+    current: bool = True
+    seen: float = 0.0
+    stale_at: float | None = None
+    reason: str = ""
+    support: int = 1
+    of: int = 1
+    minority: bool = False
+
+    @property
+    def belief(self) -> bool:
+        """The current belief of its key (not a minority of trusted entries, not history)."""
+        return self.current and not self.minority
+
+    @property
+    def corridor(self) -> str:
+        """The corridor label (navigate_to facts)."""
+        return corridor_label(self.place, self.other)
+
+    def line(self, now: float, label: Mapping[str, str], obj: str = "") -> str:
+        """The fact as the model reads it; ``obj``: the object asked about (a look that did
+        not see it says so)."""
+        if self.action == _LOOK:
+            what = ", ".join(label.get(o, o) for o in self.objects) or "nothing"
+            if obj and obj not in self.objects:
+                what += f" (no {label.get(obj, obj)})"
+            head = f"{self.place} {'has' if self.belief else 'had'}: {what}"
+        else:
+            head = f"corridor {self.corridor} {'is' if self.belief else 'was'} {self.state}"
+        age = age_text(now - self.seen)
+        if self.minority:
+            return f"#{self.ref} ALSO {head} [{age}; only {self.support}/{self.of}]"
+        if self.current:
+            return f"#{self.ref} NOW {head} [{age}; {self.support}/{self.of}]"
+        why = re.split(r"[:;(]", self.reason, maxsplit=1)[0].strip() or "newer observations"
+        return (f"#{self.ref} OLD {head} [{age}; contradicted "
+                f"{age_text(now - (self.stale_at or now))}: {why}]")
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The facts for one question: current first (newest first), then history."""
+
+    question: Question
+    facts: tuple[Fact, ...]
+    now: float
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """Ids a citation may name."""
+        return tuple(f.ref for f in self.facts)
+
+    def label(self, obj: str) -> str:
+        """What a person calls ``obj``."""
+        return self.labels.get(obj, obj)
+
+    def text(self) -> str:
+        """The fact list, one line each."""
+        return "\n".join(f.line(self.now, self.labels, self.question.obj)
+                         for f in self.facts) or "(no memory)"
+
+
+@dataclass(frozen=True)
+class QaAnswer:
+    """What the robot says and what it rests on. ``value`` is machine-readable: a place,
+    ``yes`` / ``no``, an age ("3 min ago"), a comma-joined sorted list, ``nothing`` or
+    ``unknown``; ``error``: why an LLM reply was not used (the template answered)."""
+
+    question: Question
+    text: str
+    value: str
+    cited: tuple[int, ...]
+    stale: bool
+    source: str
+    latency_s: float = 0.0
+    tokens: int = 0
+    prompt_tokens: int = 0
+    error: str | None = None
+
+
+class Answerer(Protocol):
+    """Turns retrieved facts into an answer."""
+
+    def answer(self, retrieved: Retrieved) -> QaAnswer:
+        """Answer ``retrieved.question`` from ``retrieved.facts``."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# retrieval
+
+
+def _objects(outcome: str) -> tuple[str, ...] | None:
+    if not outcome.startswith("colors="):
+        return None
+    return tuple(sorted({c for c in outcome[len("colors="):].split(",") if c}))
+
+
+_NAV_STATE = {"reached": "open", "blocked": "closed"}
+
+
+def _groups(entries: Iterable[Any], weights: Mapping[int, float] | None
+            ) -> dict[tuple[str, str, str], list[tuple[Any, Any]]]:
+    """(action, place, other) -> [(entry, parsed outcome)]; corridors keyed by both ends."""
+    out: dict[tuple[str, str, str], list[tuple[Any, Any]]] = {}
+    for e in entries:
+        t = e.transition
+        if weights is not None and int(e.status) == _TRUSTED and weights.get(int(e.id), 1) <= 0:
+            continue
+        if t.action == _LOOK:
+            objs = _objects(t.outcome)
+            if objs is not None:
+                out.setdefault((_LOOK, t.state_key, ""), []).append((e, objs))
+        elif t.action == _NAV and t.outcome in _NAV_STATE and t.action_arg:
+            a, b = sorted((t.state_key, t.action_arg))
+            out.setdefault((_NAV, a, b), []).append((e, _NAV_STATE[t.outcome]))
+    return out
+
+
+def _key_facts(key: tuple[str, str, str], items: list[tuple[Any, Any]],
+               weights: Mapping[int, float] | None) -> list[Fact]:
+    action, place, other = key
+    trusted = [(e, o) for e, o in items if int(e.status) == _TRUSTED]
+    score: dict[Any, tuple[float, float]] = {}
+    for e, o in trusted:
+        w = 1.0 if weights is None else float(weights.get(int(e.id), 1.0))
+        s, newest = score.get(o, (0.0, 0.0))
+        score[o] = (s + w, max(newest, e.valid_from))
+    belief = max(score, key=lambda o: score[o]) if score else None
+
+    def fact(group: list[Any], o: Any, current: bool, minority: bool = False) -> Fact:
+        group = sorted(group, key=lambda e: (e.valid_from, e.id), reverse=True)
+        top = group[0]
+        kw: dict[str, Any] = ({"objects": o} if action == _LOOK else {"other": other, "state": o})
+        if current:
+            return Fact(int(top.id), tuple(int(e.id) for e in group), action, place,
+                        seen=top.valid_from, support=len(group), of=len(trusted),
+                        minority=minority, **kw)
+        # contradicted at the first later observation of the key that saw something else
+        later = [e.valid_from for e, x in items if x != o and e.valid_from > top.valid_from]
+        until = min(later, default=None)
+        if until is None:
+            until = max((e.valid_until for e in group if e.valid_until is not None),
+                        default=None)
+        return Fact(int(top.id), tuple(int(e.id) for e in group), action, place, current=False,
+                    seen=top.valid_from, stale_at=until, reason=str(top.reason or ""), **kw)
+
+    facts = []
+    if belief is not None:
+        facts.append(fact([e for e, o in trusted if o == belief], belief, True))
+        for o in sorted({o for _, o in trusted} - {belief}, key=str):
+            facts.append(fact([e for e, x in trusted if x == o], o, True, minority=True))
+    stale: dict[Any, list[Any]] = {}
+    for e, o in items:
+        if int(e.status) != _TRUSTED and o != belief:
+            stale.setdefault(o, []).append(e)
+    facts += [fact(g, o, False) for o, g in stale.items()]
+    return facts
+
+
+def _visit_before_last(items: list[tuple[Any, Any]]) -> float:
+    times = sorted({e.valid_from for e, _ in items}, reverse=True)
+    return times[1] if len(times) > 1 else 0.0
+
+
+def retrieve(question: Question, entries: Iterable[Any], now: float, *,
+             labels: Mapping[str, str] | None = None,
+             weights: Mapping[int, float] | None = None, max_facts: int = 8) -> Retrieved:
+    """The facts that bear on ``question`` (see the module docstring).
+
+    ``entries``: :class:`~glove_ros.core.memory.experience.MemoryEntry` objects with history
+    (``include_suppressed``); ``now`` on their clock; ``weights``: optional weight per
+    trusted entry id (a recency-weighted rule; 0 hides it); at most ``max_facts`` facts.
+    """
+    q = question.validate()
+    if max_facts < 1:
+        raise ValueError(f"max_facts must be >= 1, got {max_facts}")
+    groups = _groups(entries, weights)
+    keyed = {k: _key_facts(k, v, weights) for k, v in groups.items()}
+    picked: list[Fact] = []
+
+    def flips(fs: list[Fact], seen: bool = False) -> list[Fact]:
+        """The belief, and the other facts that disagree with it about the object (only
+        those that saw it with ``seen``)."""
+        has = next((q.obj in f.objects for f in fs if f.belief), None)
+        return [f for f in fs if f.belief or ((q.obj in f.objects) != has
+                                              and (q.obj in f.objects or not seen))]
+
+    if q.kind in _OBJECT_KINDS and q.kind != "still_at":
+        for (action, _p, _o), fs in keyed.items():
+            if action == _LOOK and any(q.obj in f.objects for f in fs):
+                picked += flips(fs, seen=True)
+    elif q.kind == "still_at":
+        picked = flips(keyed.get((_LOOK, q.place, ""), []))
+    elif q.kind == "what_at":
+        picked = list(keyed.get((_LOOK, q.place, ""), []))
+    elif q.kind == "corridors":
+        navs = [g for (a, _p, _o), g in keyed.items() if a == _NAV]
+        picked = [f for g in navs if any(not f.belief or f.state == "closed" for f in g)
+                  for f in g]  # corridors closed now or ever changed, with their belief
+        picked += sorted((f for g in navs for f in g if f not in picked),
+                         key=lambda f: -f.seen)[:max(0, 2 - len(picked))]
+    else:  # changes
+        since = q.since
+        if since is None and q.place:
+            since = _visit_before_last(groups.get((_LOOK, q.place, ""), []))
+        since = since or 0.0
+        for (action, p, _o), fs in keyed.items():
+            if q.place and (action != _LOOK or p != q.place):
+                continue
+            if any(not f.current and (f.stale_at or 0.0) >= since for f in fs):
+                picked += [f for f in fs if f.belief or (f.stale_at or 0.0) >= since]
+    cur = sorted((f for f in picked if f.current),
+                 key=lambda f: (f.minority, bool(q.obj) and q.obj not in f.objects, -f.seen,
+                                -f.ref))
+    old = sorted((f for f in picked if not f.current),
+                 key=lambda f: (-(f.stale_at or 0.0), -f.seen, -f.ref))
+    if q.kind == "corridors":  # what the answer needs first: closed, then changed ones
+        closed = [f for f in cur if f.belief and f.state == "closed"]
+        order = closed + old + [f for f in cur if f not in closed]
+    elif q.kind == "changes":
+        order = old + cur
+    else:
+        order = cur + old
+    return Retrieved(q, tuple(order[:max_facts]), float(now), dict(labels or {}))
+
+
+# --------------------------------------------------------------------------------------------
+# the template answerer
+
+
+def _join(items: Iterable[str]) -> str:
+    xs = sorted(set(items))
+    return ",".join(xs) if xs else NOTHING
+
+
+def _says(f: Fact, obj: str) -> bool:
+    return obj in f.objects
+
+
+class TemplateAnswerer:
+    """Answers from the facts by rule: the baseline, and the fallback of the LLM."""
+
+    def answer(self, r: Retrieved) -> QaAnswer:
+        """See :class:`Answerer`."""
+        t0 = time.perf_counter()
+        value, stale, cited, text = getattr(self, "_" + r.question.kind)(r)
+        return QaAnswer(r.question, text, value, tuple(dict.fromkeys(cited))[:4], stale,
+                        "template", time.perf_counter() - t0)
+
+    @staticmethod
+    def _sighting(r: Retrieved) -> tuple[Fact | None, list[Fact]]:
+        """The newest fact that saw the object (current preferred) and the contradicted
+        sightings at places whose current belief lacks it."""
+        obj = r.question.obj
+        now_has = {f.place for f in r.facts if f.belief and _says(f, obj)}
+        cur = [f for f in r.facts if f.belief and _says(f, obj)]
+        refuted = [f for f in r.facts if not f.current and _says(f, obj)
+                   and f.place not in now_has]
+        best = max(cur, key=lambda f: f.seen) if cur else (
+            max(refuted, key=lambda f: f.seen) if refuted else None)
+        return best, refuted
+
+    def _where(self, r: Retrieved, when: bool = False) -> tuple[str, bool, list[int], str]:
+        best, refuted = self._sighting(r)
+        name = r.label(r.question.obj)
+        if best is None:
+            return UNKNOWN, False, [], f"I have no memory of seeing the {name}."
+        age = age_text(r.now - best.seen)
+        value = age if when else best.place
+        if best.belief:
+            text = f"I last saw the {name} at {best.place} {age} (#{best.ref})."
+            if refuted:
+                old = refuted[0]
+                text += (f" Previously it was at {old.place} (#{old.ref}), no longer "
+                         "true there.")
+            return value, bool(refuted), [best.ref] + [f.ref for f in refuted[:2]], text
+        now_at = next((f for f in r.facts if f.belief and f.place == best.place), None)
+        text = (f"I last saw the {name} at {best.place} {age} (#{best.ref}), but that memory "
+                f"was contradicted {age_text(r.now - (best.stale_at or r.now))}: it is no "
+                "longer there and I do not know where it is now.")
+        return value, True, [best.ref] + ([now_at.ref] if now_at else []), text
+
+    def _when(self, r: Retrieved) -> tuple[str, bool, list[int], str]:
+        return self._where(r, when=True)
+
+    def _still_at(self, r: Retrieved) -> tuple[str, bool, list[int], str]:
+        q = r.question
+        name = r.label(q.obj)
+        cur = next((f for f in r.facts if f.belief), None)
+        if cur is None:
+            return UNKNOWN, False, [], f"I have no memory of looking at {q.place}."
+        has = _says(cur, q.obj)
+        flipped = [f for f in r.facts if not f.current and _says(f, q.obj) != has]
+        age = age_text(r.now - cur.seen)
+        text = (f"Yes, the {name} is at {q.place} (last seen {age}, #{cur.ref})." if has else
+                f"No, the {name} is not at {q.place} (looked {age}, #{cur.ref}).")
+        if flipped:
+            text += (f" Earlier memory said it was{'' if not has else ' not'} there "
+                     f"(#{flipped[0].ref}), contradicted since.")
+        return ("yes" if has else "no"), bool(flipped), [cur.ref] + [f.ref for f in flipped[:2]], \
+            text
+
+    def _what_at(self, r: Retrieved) -> tuple[str, bool, list[int], str]:
+        q = r.question
+        cur = next((f for f in r.facts if f.belief), None)
+        if cur is None:
+            return UNKNOWN, False, [], f"I have no memory of looking at {q.place}."
+        old = [f for f in r.facts if not f.current]
+        what = ", ".join(r.label(o) for o in cur.objects) or "nothing"
+        text = f"At {q.place} I saw {what} ({age_text(r.now - cur.seen)}, #{cur.ref})."
+        if old:
+            before = ", ".join(r.label(o) for o in old[0].objects) or "nothing"
+            text += f" Previously I saw {before} there (#{old[0].ref}), no longer true."
+        return _join(cur.objects), bool(old), [cur.ref] + [f.ref for f in old[:2]], text
+
+    def _changes(self, r: Retrieved) -> tuple[str, bool, list[int], str]:
+        old = [f for f in r.facts if not f.current]
+        where = [f.place if f.action == _LOOK else f.corridor for f in old]
+        if not old:
+            return NOTHING, False, [f.ref for f in r.facts[:1]], \
+                "Nothing I remember has been contradicted in that time."
+        text = ("These changed: " + "; ".join(
+            f"{w} (was {self._state(r, f)}, #{f.ref})" for w, f in zip(where, old, strict=True)
+        ) + ".")
+        return _join(where), True, [f.ref for f in old], text
+
+    def _corridors(self, r: Retrieved) -> tuple[str, bool, list[int], str]:
+        closed = [f for f in r.facts if f.belief and f.state == "closed"]
+        changed = [f for f in r.facts if not f.current]
+        if not any(f.belief for f in r.facts):
+            return UNKNOWN, False, [], "I have no memory of any corridor."
+        text = ("Closed: " + ", ".join(f"{f.corridor} (#{f.ref})" for f in closed) + "."
+                if closed else "No corridor I know of is closed.")
+        if changed:
+            text += " Changed: " + ", ".join(f"{f.corridor} was {f.state}" for f in changed) + "."
+        cited = [f.ref for f in closed] or [next(f.ref for f in r.facts if f.belief)]
+        return _join(f.corridor for f in closed), bool(changed), cited + \
+            [f.ref for f in changed[:1]], text
+
+    def _how_sure(self, r: Retrieved) -> tuple[str, bool, list[int], str]:
+        best, refuted = self._sighting(r)
+        name = r.label(r.question.obj)
+        if best is None:
+            return "none", False, [], f"I have no memory of the {name}."
+        if not best.belief:
+            return "low", True, [best.ref], (f"Not sure: my only sighting of the {name} "
+                                             f"(#{best.ref}) was contradicted since.")
+        level = "high" if best.support >= 2 and best.support == best.of and not refuted \
+            else "medium"
+        return level, bool(refuted), [best.ref], (
+            f"{level.capitalize()}: {best.support} of {best.of} looks at {best.place} agree "
+            f"(#{best.ref}){', and it was elsewhere before' if refuted else ''}.")
+
+    @staticmethod
+    def _state(r: Retrieved, f: Fact) -> str:
+        if f.action == _LOOK:
+            return ", ".join(r.label(o) for o in f.objects) or "empty"
+        return f.state
+
+
+# --------------------------------------------------------------------------------------------
+# the LLM answerer
+
+
+def value_choices(r: Retrieved) -> dict[str, str]:
+    """Allowed values shown to the model -> the canonical value they stand for. Where a
+    current fact answers, contradicted history is no candidate for what is true now."""
+    q = r.question
+    if q.kind in ("where", "when"):
+        seen = [f for f in r.facts if f.belief and _says(f, q.obj)] or [
+            f for f in r.facts if _says(f, q.obj)]
+        out = {(f.place if q.kind == "where" else age_text(r.now - f.seen)): "" for f in seen}
+    elif q.kind == "still_at":
+        out = {"yes": "", "no": ""}
+    elif q.kind == "how_sure":
+        out = {v: "" for v in ("high", "medium", "low", "none")}
+    elif q.kind == "what_at":
+        return {r.label(o): o for f in r.facts if f.current for o in f.objects}
+    elif q.kind == "changes":
+        out = {(f.place if f.action == _LOOK else f.corridor): "" for f in r.facts
+               if not f.current}
+    else:
+        out = {f.corridor: "" for f in r.facts if f.current}
+    if q.kind not in _LIST_KINDS:
+        out[UNKNOWN] = ""
+    return {k: k for k in out}
+
+
+def answer_schema(r: Retrieved) -> dict[str, Any]:
+    """The reply's JSON schema: value from :func:`value_choices`, cited from the fact ids."""
+    choices = sorted(value_choices(r))
+    value: dict[str, Any] = {"enum": choices}
+    if r.question.kind in _LIST_KINDS:
+        value = ({"type": "array", "items": value, "maxItems": len(choices)} if choices
+                 else {"type": "array", "items": {"type": "string"}, "maxItems": 0})
+    return {"type": "object", "properties": {
+        "value": value,
+        "cited": {"type": "array", "items": {"enum": list(r.ids)}, "minItems": 1,
+                  "maxItems": min(4, len(r.ids))},
+        "stale": {"type": "boolean"},
+        "answer": {"type": "string", "minLength": 1, "maxLength": 72}},
+        "required": ["value", "cited", "stale", "answer"], "additionalProperties": False}
+
+
+def answer_messages(r: Retrieved) -> list[dict[str, str]]:
+    """System rules and examples first (a reused prefix), then this question's facts."""
+    q = r.question
+    words = q.text or f"{q.kind} {r.label(q.obj) if q.obj else ''} {q.place}".strip()
+    shown = ", ".join(sorted(value_choices(r)))
+    if q.kind in _LIST_KINDS:
+        shown = f"a list of: {shown or '(none)'} (empty list = nothing)"
+    msgs = [{"role": "system", "content": SYSTEM_PROMPT}]
+    for user, reply in EXAMPLES:
+        msgs += [{"role": "user", "content": user},
+                 {"role": "assistant", "content": json.dumps(reply)}]
+    old = ", ".join(f"#{f.ref}" for f in r.facts if not f.current) or "none"
+    msgs.append({"role": "user", "content": f"FACTS:\n{r.text()}\nQUESTION ({q.kind}): "
+                                            f"{words}\nAllowed values: {shown}\n"
+                                            f"OLD facts: {old}"})
+    return msgs
+
+
+class LlmAnswerer:
+    """The LLM writes the answer under the grammar of :func:`answer_schema`; the template
+    answers when there is nothing to cite or the reply is unusable."""
+
+    def __init__(self, llm: Any, *, fallback: TemplateAnswerer | None = None,
+                 max_tokens: int = 128) -> None:
+        if max_tokens < 16:
+            raise ValueError(f"max_tokens must be >= 16, got {max_tokens}")
+        self.llm = llm
+        self.fallback = fallback or TemplateAnswerer()
+        self.max_tokens = max_tokens
+
+    def answer(self, r: Retrieved) -> QaAnswer:
+        """See :class:`Answerer`."""
+        if not r.facts:
+            return self._fall(r, "no facts to cite", None)
+        res = self.llm.complete_json(answer_messages(r), answer_schema(r),
+                                     max_tokens=self.max_tokens)
+        if not res.ok or not isinstance(res.data, dict):
+            return self._fall(r, res.error or "no reply", res)
+        d = res.data
+        choices = value_choices(r)
+        ids = set(r.ids)
+        cited = tuple(dict.fromkeys(int(i) for i in d.get("cited", [])
+                                    if isinstance(i, int) and not isinstance(i, bool)))
+        bad = [i for i in cited if i not in ids]
+        raw = d.get("value")
+        items = raw if isinstance(raw, list) else [raw]
+        if bad or not cited:
+            return self._fall(r, f"cited ids not retrieved: {bad or 'none'}", res)
+        if any(not isinstance(v, str) or v not in choices for v in items):
+            return self._fall(r, f"value {raw!r} not among the allowed values", res)
+        text = str(d.get("answer", "")).strip()
+        if not text or not isinstance(d.get("stale"), bool):
+            return self._fall(r, "empty answer or stale flag missing", res)
+        old = {f.ref for f in r.facts if not f.current}
+        if d["stale"] != bool(old & set(cited)):  # a stale claim must cite what went stale
+            return self._fall(r, f"stale={d['stale']} but cites {'no ' if d['stale'] else ''}"
+                                 "OLD fact", res)
+        value = (_join(choices[v] for v in items) if r.question.kind in _LIST_KINDS
+                 else choices[items[0]])
+        return QaAnswer(r.question, text, value, cited, d["stale"], "llm", res.elapsed_s,
+                        res.tokens, res.prompt_tokens)
+
+    def _fall(self, r: Retrieved, why: str, res: Any) -> QaAnswer:
+        a = self.fallback.answer(r)
+        return QaAnswer(a.question, a.text, a.value, a.cited, a.stale, "template",
+                        float(getattr(res, "elapsed_s", 0.0)) + a.latency_s,
+                        int(getattr(res, "tokens", 0)), int(getattr(res, "prompt_tokens", 0)),
+                        why)
+
+
+def answer(question: Question, entries: Sequence[Any], now: float, answerer: Answerer, *,
+           labels: Mapping[str, str] | None = None) -> QaAnswer:
+    """Retrieve and answer in one call."""
+    return answerer.answer(retrieve(question, entries, now, labels=labels))

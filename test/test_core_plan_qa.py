@@ -1,0 +1,227 @@
+"""Questions answered from verified memory (glove_ros.core.plan.qa): retrieval resolves
+staleness before anyone reads it, the templates answer from the facts, the LLM answers under
+a grammar and falls back to the templates on any unusable reply."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from glove_ros.core.llm.runtime import LlmResult, ScriptedLlm, check_schema, validate_json
+from glove_ros.core.memory.experience import MemoryEntry, Status, Transition
+from glove_ros.core.plan.qa import (
+    LlmAnswerer,
+    Question,
+    TemplateAnswerer,
+    answer,
+    answer_messages,
+    answer_schema,
+    retrieve,
+    value_choices,
+)
+
+NOW = 1000.0
+LABELS = {"red": "red kettle", "blue": "blue drum", "green": "green vase"}
+
+
+def _look(i, place, colours, t, status=Status.TRUSTED, until=None, reason=""):
+    return MemoryEntry(i, Transition(place, "look", "colors=" + ",".join(colours), stamp=t),
+                       status, t, until, reason)
+
+
+def _nav(i, a, b, outcome, t, status=Status.TRUSTED, until=None, reason=""):
+    return MemoryEntry(i, Transition(a, "navigate_to", outcome, action_arg=b, stamp=t),
+                       status, t, until, reason)
+
+
+@pytest.fixture()
+def memory():
+    """Red was at the pantry; it moved to the loft (the verifier replaced the pantry looks).
+    Blue stays at the vault (one missed detection there). A corridor closed."""
+    why = "dissonance: newer looks disagree"
+    return [
+        _look(1, "pantry", ["red"], 100, Status.REPLACED, 700, why),
+        _look(2, "pantry", ["red"], 200, Status.REPLACED, 700, why),
+        _look(3, "vault", ["blue"], 150),
+        _look(4, "vault", ["blue"], 250),
+        _look(5, "vault", [], 300),  # a miss: stays trusted, outvoted
+        _nav(6, "pantry", "loft", "reached", 320, Status.REPLACED, 800, why),
+        _look(7, "pantry", [], 600),
+        _look(8, "pantry", [], 650),
+        _look(9, "loft", ["red"], 900),
+        _look(10, "loft", ["red"], 950),
+        _nav(11, "loft", "pantry", "blocked", 780),
+        _nav(12, "pantry", "loft", "blocked", 820),
+        _look(13, "pantry", ["red"], 50, Status.REPLACED, 700, why),
+    ]
+
+
+def test_retrieval_puts_current_first_and_marks_contradicted_history(memory):
+    r = retrieve(Question("where", obj="red"), memory, NOW, labels=LABELS)
+    kinds = [("cur" if f.belief else "old") for f in r.facts]
+    assert kinds == ["cur", "cur", "old"], r.text()
+    assert [f.place for f in r.facts] == ["loft", "pantry", "pantry"]
+    old = r.facts[-1]
+    assert old.ids == (2, 1, 13) and old.ref == 2  # one line for three entries, newest cited
+    assert old.stale_at == 600.0  # the first later look that saw something else
+    text = r.text()
+    assert "#10 NOW loft has: red kettle [50 s ago; 2/2]" in text
+    assert "#8 NOW pantry has: nothing (no red kettle)" in text
+    assert "#2 OLD pantry had: red kettle [13 min ago;" in text
+    assert "contradicted 7 min ago: dissonance]" in text
+
+
+def test_minority_of_trusted_entries_is_shown_but_not_believed(memory):
+    r = retrieve(Question("what_at", place="vault"), memory, NOW, labels=LABELS)
+    assert [(f.belief, f.minority, f.objects) for f in r.facts] == [
+        (True, False, ("blue",)), (False, True, ())]
+    assert "#5 ALSO vault had: nothing [12 min ago; only 1/3]" in r.text()
+    a = TemplateAnswerer().answer(r)
+    assert (a.value, a.stale) == ("blue", False)
+
+
+def test_unverified_memory_has_no_history_to_mark():
+    static = [_look(1, "pantry", ["red"], 100), _look(2, "pantry", ["red"], 200),
+              _look(3, "pantry", [], 600)]
+    a = answer(Question("still_at", obj="red", place="pantry"), static, NOW,
+               TemplateAnswerer())
+    assert (a.value, a.stale) == ("yes", False)  # the majority of trusted looks, no history
+
+
+def test_template_answers_every_kind(memory):
+    t = TemplateAnswerer()
+
+    def ask(**kw):
+        return answer(Question(**kw), memory, NOW, t, labels=LABELS)
+
+    a = ask(kind="where", obj="red")
+    assert (a.value, a.stale, a.source) == ("loft", True, "template")
+    assert a.cited[0] == 10 and 2 in a.cited
+    assert "loft" in a.text and "pantry" in a.text
+    assert ask(kind="when", obj="red").value == "50 s ago"
+    assert ask(kind="where", obj="blue").value == "vault"
+    assert not ask(kind="where", obj="blue").stale
+    assert ask(kind="where", obj="green").value == "unknown"
+    assert ask(kind="still_at", obj="red", place="pantry").value == "no"
+    assert ask(kind="still_at", obj="red", place="pantry").stale
+    assert ask(kind="still_at", obj="red", place="loft").value == "yes"
+    assert ask(kind="still_at", obj="red", place="garden").value == "unknown"
+    assert ask(kind="what_at", place="pantry").value == "nothing"
+    assert ask(kind="changes", since=500.0).value == "loft-pantry,pantry"
+    assert ask(kind="changes", since=850.0).value == "nothing"
+    a = ask(kind="corridors")
+    assert (a.value, a.stale) == ("loft-pantry", True)
+    assert ask(kind="how_sure", obj="blue").value == "medium"  # 2 of 3 looks agree
+    assert ask(kind="how_sure", obj="green").value == "none"
+
+
+def test_stale_only_sighting_says_it_is_no_longer_there():
+    mem = [_look(1, "pantry", ["red"], 100, Status.SUPPRESSED, 600, "dissonance"),
+           _look(2, "pantry", [], 600), _look(3, "pantry", [], 650)]
+    a = answer(Question("where", obj="red"), mem, NOW, TemplateAnswerer(), labels=LABELS)
+    assert (a.value, a.stale) == ("pantry", True)
+    assert "no longer there" in a.text and set(a.cited) == {1, 3}
+    r = retrieve(Question("where", obj="red"), mem, NOW)
+    assert value_choices(r) == {"pantry": "pantry", "unknown": "unknown"}
+
+
+def test_questions_are_validated():
+    with pytest.raises(ValueError, match="unknown question kind"):
+        Question("why").validate()
+    with pytest.raises(ValueError, match="needs an object"):
+        Question("where").validate()
+    with pytest.raises(ValueError, match="needs a place"):
+        Question("what_at").validate()
+    with pytest.raises(ValueError, match="max_facts"):
+        retrieve(Question("corridors"), [], NOW, max_facts=0)
+
+
+def test_schema_forces_citations_from_the_retrieved_ids(memory):
+    r = retrieve(Question("where", obj="red"), memory, NOW, labels=LABELS)
+    schema = answer_schema(r)
+    check_schema(schema)
+    assert schema["properties"]["cited"]["items"]["enum"] == [10, 8, 2]
+    # a current sighting answers: the contradicted one is no candidate for where it is now
+    assert schema["properties"]["value"]["enum"] == ["loft", "unknown"]
+    assert validate_json({"value": "loft", "stale": True, "cited": [99], "answer": "x"},
+                         schema) is not None
+    msgs = answer_messages(r)
+    assert msgs[0]["role"] == "system" and "OLD" in msgs[0]["content"]
+    assert "#2 OLD pantry had: red kettle" in msgs[-1]["content"]
+    assert "Allowed values: loft, unknown\nOLD facts: #2" in msgs[-1]["content"]
+    for m in msgs[1:-1]:  # the examples use names no benchmark world uses
+        assert "loft" not in m["content"] and "kettle" not in m["content"]
+
+
+def test_llm_answer_is_accepted_when_valid(memory):
+    reply = {"value": "loft", "stale": True, "cited": [10, 2],
+             "answer": "In the loft; it is no longer in the pantry."}
+    llm = ScriptedLlm([reply])
+    a = LlmAnswerer(llm).answer(retrieve(Question("where", obj="red"), memory, NOW))
+    assert (a.source, a.value, a.stale, a.cited, a.error) == ("llm", "loft", True, (10, 2), None)
+    assert a.text.startswith("In the loft") and a.tokens > 0
+    assert len(llm.calls) == 1 and llm.calls[0][2] == 128
+
+
+def test_list_values_map_back_to_canonical(memory):
+    r = retrieve(Question("what_at", place="vault"), memory, NOW, labels=LABELS)
+    assert value_choices(r) == {"blue drum": "blue"}
+    llm = ScriptedLlm([{"value": ["blue drum"], "stale": False, "cited": [4],
+                        "answer": "A blue drum."}])
+    a = LlmAnswerer(llm).answer(r)
+    assert (a.source, a.value) == ("llm", "blue")
+
+
+@pytest.mark.parametrize("reply, why", [
+    ({"value": "loft", "stale": False, "cited": [77], "answer": "x"}, "schema"),
+    ("not json {", "invalid JSON"),
+    (LlmResult({"value": "loft", "stale": False, "cited": [77], "answer": "x"}, "", 5),
+     "cited ids not retrieved"),
+    (LlmResult({"value": "garage", "stale": False, "cited": [10], "answer": "x"}, "", 5),
+     "not among the allowed values"),
+    (LlmResult(None, "", 3, "timeout after 20 s"), "timeout"),
+    ({"value": "loft", "cited": [10], "stale": True, "answer": "x"}, "cites no OLD fact"),
+    ({"value": "loft", "cited": [10, 2], "stale": False, "answer": "x"}, "but cites OLD fact"),
+])
+def test_unusable_llm_reply_falls_back_to_the_template(memory, reply, why):
+    a = LlmAnswerer(ScriptedLlm([reply])).answer(
+        retrieve(Question("where", obj="red"), memory, NOW))
+    assert a.source == "template" and why in a.error
+    assert (a.value, a.stale) == ("loft", True)  # the template's answer
+    assert set(a.cited) <= {10, 8, 2}
+
+
+def test_nothing_to_cite_never_calls_the_model():
+    llm = ScriptedLlm([])
+    a = LlmAnswerer(llm).answer(retrieve(Question("where", obj="red"), [], NOW))
+    assert llm.calls == [] and a.value == "unknown" and a.error == "no facts to cite"
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_default_model_answers_with_real_citations(memory):
+    """Two questions on the shipped default GGUF: valid JSON citing retrieved ids only
+    (about 35 s on 2 cores, most of it the first evaluation of the rules and examples)."""
+    pytest.importorskip("llama_cpp")
+    from glove_ros.core.llm.models import DEFAULT_MODEL, ModelFileError, resolve_model
+    from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
+
+    try:
+        resolve_model(DEFAULT_MODEL)
+    except ModelFileError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    with LlamaBackend(LlmConfig(model_path=DEFAULT_MODEL, n_ctx=2048, n_threads=2,
+                                max_tokens=96, timeout_s=300.0)) as llm:
+        for q in (Question("where", obj="red", text="where did you last see the red kettle?"),
+                  Question("what_at", place="vault", text="what is in the vault?")):
+            r = retrieve(q, memory, NOW, labels=LABELS)
+            a = LlmAnswerer(llm).answer(r)
+            # the grammar's JSON is schema-valid; at most the stale/citation check refuses it
+            assert a.source == "llm" or "OLD fact" in (a.error or ""), \
+                (a.error, json.dumps(answer_schema(r)))
+            assert a.cited and set(a.cited) <= set(r.ids) and a.tokens > 0
