@@ -35,7 +35,6 @@ import argparse
 import os
 import platform
 import random
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from glove_ros.benchmarks import write_results
+from glove_ros.procs import stop_process, wait_until
 
 TARGET_RATE = 1000.0
 TARGET_P99_MS = 50.0
@@ -155,25 +155,6 @@ def _spawn(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
                             env=env)
 
 
-def _stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    return int(proc.returncode)
-
-
-def _wait(pred: Any, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
              workdir: Path) -> dict[str, Any]:
     """One run (see the module docstring); returns its measurements."""
@@ -212,7 +193,7 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
         pub = node.create_publisher(
             Transition, "transitions",
             QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
-        _wait(lambda: pub.get_subscription_count() >= 2 and "ready" in bare_log.read_text()
+        wait_until(lambda: pub.get_subscription_count() >= 2 and "ready" in bare_log.read_text()
               and "ready" in query_log.read_text(), 90, "both subscribers and the querier")
         time.sleep(1.0)  # let discovery settle on both sides
         n = int(round(rate * duration))
@@ -240,7 +221,7 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
             return s.get("queued", 1) == 0 and (
                 accounted >= n or time.perf_counter() - last_change[0] > 3.0)
 
-        _wait(settled, duration * 6 + 60, "the node to commit what it received")
+        wait_until(settled, duration * 6 + 60, "the node to commit what it received")
         # the last commit happened before the stats message that showed it
         ingest_s = (last_change[0] if last_change[1] >= 0 else time.perf_counter()) - start
         window = (wall_start, wall_start + ingest_s)
@@ -248,9 +229,9 @@ def run_once(sync: str, rate: float, duration: float, seed: int, depth: int,
     finally:
         spinner.stop()  # no callback outlives the executor
         node.destroy_node()
-        _stop(querier)
-        code = _stop(memory)
-        _stop(bare)
+        stop_process(querier)
+        code = stop_process(memory)
+        stop_process(bare)
     received = 0
     for line in bare_log.read_text().splitlines():
         if line.startswith("received"):

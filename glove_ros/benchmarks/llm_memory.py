@@ -30,11 +30,10 @@ import os
 import platform
 import random
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ import yaml
 
 from glove_ros.benchmarks import write_results
 from glove_ros.core.llm.shared import rss_mb
+from glove_ros.procs import private_ros_domain, stop_process, wait_until
 
 SETTINGS_4096 = {"n_ctx": 4096}
 
@@ -84,25 +84,6 @@ def _split(pid: int) -> dict[str, float | None]:
     return {"anon": _rss(pid, "RssAnon"), "file": _rss(pid, "RssFile")}
 
 
-def _stop(proc: subprocess.Popen, timeout: float = 20.0) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    return int(proc.returncode)
-
-
-def _wait(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.1)
-
-
 class _Graph:
     """The jetrover node processes, each with its log."""
 
@@ -135,7 +116,7 @@ class _Graph:
     def stop(self) -> dict[str, int]:
         """SIGINT every process (llm node last); their exit codes."""
         order = sorted(self.procs, key=lambda n: n == "llm")
-        return {n: _stop(self.procs[n]) for n in order}
+        return {n: stop_process(self.procs[n], 20.0) for n in order}
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,8 +261,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                        only=("llm",) if args.no_graph else ())
         client = ServiceLlm(node, "llm/complete", purpose="bench", max_tokens=256,
                             timeout_s=120.0, wait_s=120.0, discover_s=5.0)
-        _wait(lambda: client.service_is_ready() or bool(graph.dead()), 180,
-              "the llm node's llm/complete service")
+        wait_until(lambda: client.service_is_ready() or bool(graph.dead()), 180,
+                   "the llm node's llm/complete service", poll=0.1)
         if graph.dead():
             raise RuntimeError(f"a node exited at start: {graph.dead()}")
         _warm(node, graph)
@@ -342,8 +323,8 @@ def _compare(tmp: Path, params_file: str, site: str, llm_over: Mapping[str, Any]
     g = _Graph(tmp, params_file, site, {**llm_over, **SETTINGS_4096}, only=("llm",))
     try:
         time.sleep(3.0)  # the previous node's service may still be listed: let it go
-        _wait(lambda: client.service_is_ready() or bool(g.dead()), 120,
-              "the n_ctx 4096 llm node")
+        wait_until(lambda: client.service_is_ready() or bool(g.dead()), 120,
+                   "the n_ctx 4096 llm node", poll=0.1)
         _warm(client._node, g)
         pid = g.procs["llm"].pid
         idle = _rss(pid)
@@ -423,19 +404,11 @@ def main(args: argparse.Namespace) -> int:
         print("bench llm_memory: --threads, --cases and --small-cases must be >= 1, "
               "--settle >= 0")
         return 2
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random().randint(110, 200)))
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     try:
-        doc = measure(args)
+        with private_ros_domain():
+            doc = measure(args)
     except (ModelFileError, RuntimeError) as exc:
         print(f"error: {exc}")
         return 2
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return write_results(doc, args.out, "llm_memory", _plot, _table, args.json)
 

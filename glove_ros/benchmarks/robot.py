@@ -53,12 +53,12 @@ import sys
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from glove_ros.benchmarks import write_results
+from glove_ros.procs import private_ros_domain
 from glove_ros.progress import Progress, add_progress_argument
 
 TARGETS = {"success_rate": 0.95, "dropped_stationary": 0, "wrong_corridor_outcomes": 0,
@@ -568,22 +568,6 @@ class _Run:
         return out
 
 
-@contextmanager
-def _domain() -> Iterator[None]:
-    """A ROS domain of its own (no cross-talk with a running graph), on this machine."""
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random().randint(110, 200)))
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; print the table (or JSON) and write ``robot.json``."""
     if args.tasks < len(SCENARIOS) or args.still < 0 or args.speed <= 0:
@@ -621,7 +605,7 @@ def main(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         progress.write(line, file=sys.stderr)
 
-    with _domain(), tempfile.TemporaryDirectory(prefix="glove_robot_") as tmp:
+    with private_ros_domain(), tempfile.TemporaryDirectory(prefix="glove_robot_") as tmp:
         scratch = Path(args.workdir).expanduser() if args.workdir else Path(tmp)
         scratch.mkdir(parents=True, exist_ok=True)
         try:
