@@ -5,7 +5,6 @@ a grammar and falls back to the templates on any unusable reply."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -205,16 +204,12 @@ def test_nothing_to_cite_never_calls_the_model():
 def test_default_model_answers_with_real_citations(memory):
     """Two questions on the shipped default GGUF: valid JSON citing retrieved ids only
     (about 35 s on 2 cores, most of it the first evaluation of the rules and examples)."""
-    pytest.importorskip("llama_cpp")
-    from glove_ros.core.llm.models import DEFAULT_MODEL, ModelFileError, resolve_model
+    from conftest import require_default_model
+
+    require_default_model()
+    from glove_ros.core.llm.models import DEFAULT_MODEL
     from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 
-    try:
-        resolve_model(DEFAULT_MODEL)
-    except ModelFileError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
     with LlamaBackend(LlmConfig(model_path=DEFAULT_MODEL, n_ctx=2048, n_threads=2,
                                 max_tokens=96, timeout_s=300.0)) as llm:
         for q in (Question("where", obj="red", text="where did you last see the red kettle?"),

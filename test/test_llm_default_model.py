@@ -6,13 +6,13 @@ and a missing model is a failure.
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
+from conftest import require_default_model
 
 from glove_ros.benchmarks import llm as bench
-from glove_ros.core.llm.models import DEFAULT_MODEL, ModelFileError, resolve_model
+from glove_ros.core.llm.models import DEFAULT_MODEL
 from glove_ros.core.llm.prompts import decision_messages, decision_schema
 from glove_ros.core.llm.runtime import LlamaBackend, LlmConfig
 from glove_ros.core.plan.tasks import request_from_llm, request_messages, request_schema
@@ -23,13 +23,7 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 @pytest.fixture(scope="module")
 def backend():
-    pytest.importorskip("llama_cpp")
-    try:
-        resolve_model(DEFAULT_MODEL)
-    except ModelFileError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
+    require_default_model()
     b = LlamaBackend(LlmConfig(model_path=DEFAULT_MODEL, n_ctx=4096, n_threads=2,
                                max_tokens=64, timeout_s=600.0)).load()
     yield b
