@@ -181,6 +181,44 @@ class Collector:
             return len(self.items)
 
 
+def answering_action_client(node: Any, action_type: Any, name: str,
+                            probe: Callable[[int], Any], logs: Callable[[], str] = lambda: "",
+                            tries: int = 6, wait: float = 5.0) -> tuple[Any, Any]:
+    """An ActionClient of ``name`` whose answers arrive, and the result of the probe that
+    showed it: ``(client, result)``.
+
+    Discovery may list an action server before the server matched the client's reply
+    readers; an answer sent before that is dropped ("client will not receive response"),
+    and on 2 loaded cores one client once lost every answer for a whole test module. So
+    ``probe(attempt)`` -- a goal the server answers without acting (the planner's empty task,
+    waypoint_nav's unknown waypoint) -- is sent until its goal response and its result both
+    arrive, on a new client after each unanswered try. The caller checks the result.
+    """
+    from rclpy.action import ActionClient
+
+    def arrived(future: Any) -> bool:
+        end = time.monotonic() + wait
+        while not future.done():
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.02)
+        return True
+
+    client = ActionClient(node, action_type, name)
+    for attempt in range(1, tries + 1):
+        assert client.wait_for_server(timeout_sec=30), f"{name} server absent\n{logs()}"
+        sent = client.send_goal_async(probe(attempt))
+        if arrived(sent):
+            handle = sent.result()
+            assert handle.accepted, f"{name} refused the probe goal\n{logs()}"
+            result = handle.get_result_async()
+            if arrived(result):
+                return client, result.result().result
+        client.destroy()
+        client = ActionClient(node, action_type, name)
+    raise AssertionError(f"{name} never answered {tries} probe goals\n{logs()}")
+
+
 def spin_standalone(name: str, build: Callable[[Any], Any], threads: int = 4) -> int:
     """``main()`` of a test-side stand-in process (the Nav2 stand-in, the stock-JetRover
     emulator): a node called ``name`` with ``build(node)`` attached, spun on a

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
-from rosproc import Collector, NodeProcess, call, ros_client, wait_for
+from rosproc import Collector, NodeProcess, answering_action_client, call, ros_client, wait_for
 from test_node_nav2_action import _build_standin, _env_with
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,33 +201,18 @@ def start(scratch: Path, speed: float = SPEED, client: str = "stock_jetrover_tes
             p.stop()
 
 
-def _answering(rig: Rig, tries: int = 6) -> Rig:
-    """``rig`` with a run_task client whose answers arrive, checked by a warm-up goal.
-
-    Discovery may list the server before the server matched the client's reply readers; an
-    answer sent before that is dropped ("client will not receive response"), and once a CI
-    run on 2 loaded cores kept dropping every answer to one client for a whole module. So an
-    empty task, which the planner refuses as invalid_task before it moves or records
-    anything, is sent until its goal response and its result both arrive, on a new client
-    after each unanswered try.
-    """
-    from rclpy.action import ActionClient
-
+def _answering(rig: Rig) -> Rig:
+    """``rig`` with a run_task client whose answers arrive (rosproc.answering_action_client):
+    the probe is an empty task, which the planner refuses as invalid_task before it moves or
+    records anything."""
     from glove_ros.action import RunTask
 
-    client = rig.tasks
-    for attempt in range(1, tries + 1):
-        assert client.wait_for_server(timeout_sec=30), f"run_task server absent\n{rig.logs()}"
-        sent = client.send_goal_async(RunTask.Goal(task="", task_id=f"warm-up{attempt}"))
-        if poll(sent.done, 5.0):
-            result = sent.result().get_result_async()
-            if poll(result.done, 5.0):
-                reason = result.result().result.reason
-                assert reason == "invalid_task", f"the warm-up task ran ({reason})\n{rig.logs()}"
-                return rig._replace(tasks=client)
-        client.destroy()
-        client = ActionClient(rig.node, RunTask, "run_task")
-    raise AssertionError(f"run_task never answered {tries} warm-up goals\n{rig.logs()}")
+    rig.tasks.destroy()
+    client, result = answering_action_client(
+        rig.node, RunTask, "run_task",
+        lambda attempt: RunTask.Goal(task="", task_id=f"warm-up{attempt}"), rig.logs)
+    assert result.reason == "invalid_task", f"the warm-up task ran ({result.reason})\n{rig.logs()}"
+    return rig._replace(tasks=client)
 
 
 def poll(pred: Any, timeout: float) -> bool:

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from rosproc import NodeProcess, ros_client, wait_for  # noqa: E402
+from rosproc import NodeProcess, answering_action_client, ros_client, wait_for  # noqa: E402
 
 STALL_TIMEOUT = 3.0  # a stalled base is "blocked" after this; long enough for a loaded CI machine
 
@@ -82,10 +82,17 @@ def nav(tmp_path_factory):
     try:
         with ros_client("waypoint_nav_test") as node:
             base = FakeBase(node)
-            client = ActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
-            wait_for(lambda: client.server_is_ready() or not proc.alive(), 20,
+            probe = ActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
+            wait_for(lambda: probe.server_is_ready() or not proc.alive(), 20,
                      "navigate_to_waypoint server", proc.log)
             assert proc.alive(), proc.log()
+            probe.destroy()
+            # a client whose answers arrive: an unknown waypoint is aborted before anything
+            # moves, so it can be sent until its answers come back
+            client, result = answering_action_client(
+                node, NavigateToWaypoint, "navigate_to_waypoint",
+                lambda _attempt: NavigateToWaypoint.Goal(waypoint="no_such_waypoint"), proc.log)
+            assert result.outcome == "unknown_waypoint", result
             wait_for(lambda: node.count_publishers("goal_pose") > 0, 10, "goal_pose publisher",
                      proc.log)
             yield proc, node, base, client
