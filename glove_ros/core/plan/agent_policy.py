@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from glove_ros.core.memory.experience import MemoryEntry
 from glove_ros.core.plan.agent_memory import Beliefs
-from glove_ros.core.plan.agent_types import _SIGNATURE_PREFIX, Task, WorldMap, colors_of
+from glove_ros.core.plan.agent_types import Task, WorldMap, colors_of
 
 __all__ = [
     "GreedyPlanner",
@@ -213,7 +213,7 @@ def build_planner_messages(ctx: PlanContext, options: Sequence[PlanOption],
                         key=lambda kv: (-kv[1].share(color), kv[0])):
         if w in offered:
             continue
-        memory_lines.append(f"- {w}: saw {lb.majority[len(_SIGNATURE_PREFIX):] or 'nothing'}"
+        memory_lines.append(f"- {w}: saw {lb.majority.split('=', 1)[-1] or 'nothing'}"
                             f" ({lb.n} looks)")
     for k in sorted(ctx.beliefs.blocked_edges):
         memory_lines.append(f"- corridor {k[0]}-{k[1]}: remembered blocked")

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from glove_ros.core.memory.looks import look_names
+
 __all__ = [
     "ACTION_LOOK",
     "ACTION_NAVIGATE",
@@ -42,20 +44,16 @@ ACTION_NAVIGATE = "navigate_to"
 OUTCOME_REACHED = "reached"
 OUTCOME_BLOCKED = "blocked"
 OUTCOME_DETOUR = "detour"  # arrived, but not along the corridor (Nav2 drove around it)
-_SIGNATURE_PREFIX = "colors="
 
 
 def colors_of(signature: str) -> frozenset[str]:
-    """The colours of a look outcome signature (``"colors=blue,red"`` -> {blue, red}).
+    """What a look outcome signature saw: colours (``"colors=blue,red"`` -> {blue, red}) or
+    object classes, counts dropped (``"objects=cup,person*2"`` -> {cup, person}); a task's
+    target is found when its name is in here (:mod:`glove_ros.core.memory.looks`).
 
     ValueError for a string that is not a look signature.
     """
-    if not isinstance(signature, str) or not signature.startswith(_SIGNATURE_PREFIX):
-        raise ValueError(f"not a look outcome signature: {signature!r} (expected "
-                         "'colors=' followed by comma-separated colours, as "
-                         "perception.outcome_signature writes it)")
-    body = signature[len(_SIGNATURE_PREFIX):]
-    return frozenset(c.strip() for c in body.split(",") if c.strip())
+    return look_names(signature)
 
 
 def _edge_key(a: str, b: str) -> tuple[str, str]:

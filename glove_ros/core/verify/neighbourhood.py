@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from glove_ros.core.memory.experience import Transition
+from glove_ros.core.memory.looks import is_look_signature, look_names
 from glove_ros.core.verify.bookkeeping import _NOISE, _NOISE_EVERY, VerifierState
 from glove_ros.core.verify.detection import history_mode
 
@@ -21,7 +22,13 @@ __all__ = ["OutcomeStatistics"]
 
 
 def _objects(outcome: str) -> set[str]:
-    """Objects named by an outcome signature ``key=a,b`` (or ``a,b``)."""
+    """Objects named by an outcome signature ``key=a,b`` (or ``a,b``); a look outcome's
+    counts are dropped (``objects=cup,person*2`` -> {cup, person})."""
+    if is_look_signature(outcome):
+        try:
+            return set(look_names(outcome))
+        except ValueError:  # a malformed count: read it as plain names, as before
+            pass
     body = outcome.split("=", 1)[1] if "=" in outcome else outcome
     return {p.strip() for p in body.split(",") if p.strip()}
 
