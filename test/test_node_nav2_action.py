@@ -18,8 +18,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
@@ -67,8 +68,10 @@ def _env_with(install: Path) -> dict[str, str]:
     return env
 
 
-class Nav2Rig(NamedTuple):
-    """What the ``nav2`` fixture hands each test."""
+@dataclass
+class Nav2Rig:
+    """What the ``nav2`` fixture hands each test (``mode`` and ``applied`` are replaced
+    when the mode handshake has to start over, see :func:`_set_mode`)."""
 
     proc: Any  # the waypoint_nav node under test (NodeProcess)
     node: Any  # the test's rclpy node
@@ -151,16 +154,35 @@ def _warm_up(nav2, tries: int = 5) -> None:
                          + nav2.logs())
 
 
-def _set_mode(nav2, mode: str) -> None:
+def _set_mode(nav2, mode: str, tries: int = 4, wait: float = 5.0) -> None:
+    """Put the stand-in in ``mode`` and wait until its callback has run (its echo).
+
+    Latched, but once in a CI run on 2 loaded cores neither a latched mode nor its echo
+    arrived in 20 s for the whole module (matched per discovery, no data: Fast DDS's
+    shared-memory transport after killed processes is known for that, eProsima/Fast-DDS
+    #5053, #5469). So an unanswered try drops both ends of the handshake and makes new
+    ones, as rosproc.answering_action_client does for action clients.
+    """
+    from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
 
-    nav2.mode.publish(String(data=mode))
-    # latched, but the stand-in's callback must have run before the goal: wait for its echo
-    # (a fixed pause can be too short on a loaded machine; the goal then runs the old mode)
-    applied = nav2.applied
-    wait_for(lambda: len(applied) > 0 and applied.items[-1].data == mode, 20,
-             f"stand-in mode {mode}", nav2.logs)
-    nav2.events.items.clear()
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    for attempt in range(tries):
+        if attempt:
+            nav2.node.destroy_publisher(nav2.mode)
+            nav2.node.destroy_subscription(nav2.applied.sub)
+            nav2.mode = nav2.node.create_publisher(String, "standin/mode", latched)
+            nav2.applied = Collector(nav2.node, String, "standin/mode_applied", latched)
+        nav2.mode.publish(String(data=mode))
+        applied = nav2.applied
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if len(applied) > 0 and applied.items[-1].data == mode:
+                nav2.events.items.clear()
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"the stand-in never applied mode {mode} in {tries} tries of "
+                         f"{wait:.0f} s each\n--- logs ---\n{nav2.logs()}")
 
 
 def _wait(future, timeout: float, what: str, logs):
