@@ -280,3 +280,34 @@ def test_writer_refuses_existing_directories_and_unknown_types(tmp_path):
         BagWriter(tmp_path)
     with BagWriter(tmp_path / "b") as w, pytest.raises(BagError, match="unknown here"):
         w.add_topic("/x", "nope_msgs/msg/Nothing")
+
+
+def test_detections_of_a_trained_detector_replay_as_object_looks(tmp_path):
+    """A bag of darknet DetectionArrays (labels are COCO classes, no colour) is rebuilt into
+    object looks with counts, and a bag with an unknown backend fails with the topic named
+    (nothing is guessed from a detector the reader does not know)."""
+    from glove_ros.core.bag.messages import GLOVE_TYPES, detections_obj
+    from glove_ros.core.world.perception import Detection
+
+    ts = make_typestore()
+    person = Detection("person", "", 10, 10, 40, 80, 0.9)
+    frames = [[person, person, Detection("cup", "", 60, 60, 20, 20, 0.8)],
+              [person, person], [person, person, Detection("cup", "", 60, 60, 20, 20, 0.7)]]
+
+    def write(name: str, backend: str) -> Path:
+        path = tmp_path / name
+        with BagWriter(path) as w:
+            w.add_topic("/detections", GLOVE_TYPES["detections"])
+            for i, dets in enumerate(frames):
+                ns = (i + 1) * NS
+                w.write_msg("/detections", ns, detections_obj(ts, "kitchen", dets, ns,
+                                                              backend=backend))
+        return path
+
+    looks = [x.transition for x in load_input(write("darknet", "darknet"), "detections").items]
+    assert [(t.state_key, t.action, t.outcome) for t in looks] == [
+        ("kitchen", "look", "objects=cup,person*2")]
+    colours = [x.transition for x in load_input(write("colour", "color"), "detections").items]
+    assert [t.outcome for t in colours] == ["colors=cup,person"]  # labels, as colour bags
+    with pytest.raises(BagError, match="bad detections on /detections"):
+        load_input(write("odd", "lidar"), "detections")

@@ -153,3 +153,125 @@ def test_fresh_frames_refuse_frames_captured_before_the_look_began():
     unstamped = FreshFrames(start=100.0)
     assert [unstamped.admit(0.0) for _ in range(3)] == [False, True, True]
     assert unstamped.stale == 0
+
+
+# ---------------------------------------------------------------------- object looks (issue 27)
+def _person(n, conf=0.9, label="person"):
+    """n boxes of one class, as a trained detector gives them (no colour)."""
+    return [Detection(label, "", 10 * i, 0, 5, 5, conf) for i in range(n)]
+
+
+def _object_frames(wp, per_frame, t0=0.0, dt=0.5):
+    """Frames of the darknet backend: one detection list per frame."""
+    from glove_ros.core.world.observation import kind_of_backend
+
+    return [Frame.from_detections(wp, dets, t0 + i * dt, kind=kind_of_backend("darknet"))
+            for i, dets in enumerate(per_frame)]
+
+
+def test_two_persons_in_two_of_three_frames_is_a_look_with_two_persons():
+    looks = _feed(LookAggregator(), _object_frames("hall", [_person(2), [], _person(2)]))
+    assert [lk.outcome for lk in looks] == ["objects=person*2"]
+    look = looks[0]
+    assert (look.kind, look.colors, dict(look.counts), dict(look.instances)) == (
+        "objects", ("person",), {"person": 2}, {"person": 2})
+    t = look.to_transition("rover", "ep1")
+    assert (t.state_key, t.action, t.outcome) == ("hall", "look", "objects=person*2")
+
+
+def test_a_person_in_one_frame_of_three_is_not_seen():
+    looks = _feed(LookAggregator(), _object_frames("hall", [[], _person(1), []]))
+    assert [lk.outcome for lk in looks] == ["objects="]  # an object look, not "colors="
+
+
+@pytest.mark.parametrize("counts, want", [
+    ([2, 1, 2], "objects=person*2"),   # the most common count
+    ([1, 2, 0], "objects=person"),     # seen in 2 of 3 with 1 and 2: a tie goes to the smaller
+    ([2, 1], "objects=person"),        # a short stay, the same tie
+    ([3, 3, 1], "objects=person*3"),
+])
+def test_an_objects_count_is_the_most_common_count_where_it_was_seen(counts, want):
+    look = judge_frames(_object_frames("hall", [_person(n) for n in counts]))
+    assert look.outcome == want
+    assert look.judged == len(counts) and look.kind == "objects"
+
+
+def test_object_frames_use_canonical_class_names_and_min_confidence():
+    dets = [*_person(1, label="sofa"), *_person(2, label="TV_Monitor"), *_person(1, conf=0.1)]
+    frame = Frame.from_detections("den", dets, 1.0, min_confidence=0.5, kind="objects")
+    assert (frame.kind, dict(frame.counts), frame.colors) == (
+        "objects", {"couch": 1, "tv": 2}, frozenset({"couch", "tv"}))
+    look = judge_frames([frame, frame, frame])
+    assert look.outcome == "objects=couch,tv*2" and look.stamp == 1.0  # stamps of the frames
+
+
+def test_an_empty_frame_of_a_trained_detector_is_an_object_frame():
+    from glove_ros.core.world.observation import kind_of_backend
+
+    for backend in ("darknet", "yolo"):
+        frame = Frame.from_detections("hall", [], kind=kind_of_backend(backend))
+        assert (frame.kind, dict(frame.counts), frame.colors) == ("objects", {}, frozenset())
+    assert Frame.from_detections("hall", [], kind=kind_of_backend("color")).kind == "colors"
+    # without a backend the kind is inferred: colourless boxes are objects, an empty frame
+    # cannot tell (colors), a coloured box is a colour block
+    assert Frame.from_detections("hall", _person(1)).kind == "objects"
+    assert Frame.from_detections("hall", []).kind == "colors"
+    assert Frame.from_detections("hall", [Detection("block", "red", 0, 0, 5, 5, 1.0)]).kind == (
+        "colors")
+    looks = _feed(LookAggregator(), _object_frames("hall", [[], [], []]))
+    assert [lk.outcome for lk in looks] == ["objects="]
+
+
+def test_backend_kinds_cover_every_perception_backend_and_refuse_others():
+    from glove_ros.core.world.observation import BACKEND_KINDS, kind_of_backend
+    from glove_ros.core.world.perception import BACKENDS
+
+    assert set(BACKEND_KINDS) == set(BACKENDS)
+    assert [kind_of_backend(b) for b in ("color", "darknet", "yolo", "")] == [
+        "colors", "objects", "objects", None]
+    with pytest.raises(ValueError, match="unknown perception backend 'hsv'.*color, darknet"):
+        kind_of_backend("hsv")
+
+
+def test_colour_looks_are_unchanged_by_counts():
+    """Two red blocks in a frame are still 'colors=red'; a colour frame built from detections
+    has exactly the colours colors_of gives (a colourless label counts by its label)."""
+    dets = [Detection("block", "red", 0, 0, 5, 5, 0.9), Detection("block", "red", 9, 0, 5, 5, 0.9),
+            Detection("block", "blue", 20, 0, 5, 5, 0.2), Detection("cup", "", 30, 0, 5, 5, 0.9)]
+    for conf in (0.0, 0.5):
+        frame = Frame.from_detections("room_a", dets, min_confidence=conf, kind="colors")
+        assert frame.colors == colors_of(dets, conf) and frame.kind == "colors"
+    frame = Frame.from_detections("room_a", dets[:2], 1.0)
+    assert (frame.kind, dict(frame.counts)) == ("colors", {"red": 2})
+    looks = _feed(LookAggregator(), [frame] * 3)
+    assert [(lk.outcome, lk.kind) for lk in looks] == [("colors=red", "colors")]
+    # a set-built frame and a detection-built one judge the same
+    assert judge_frames([Frame("a", frozenset({"red"}))] * 3).outcome == judge_frames(
+        [{"red"}] * 3).outcome == "colors=red"
+    assert Frame("a", frozenset({"red"})) == Frame("a", frozenset({"red"}), 0.0, {"red": 1})
+    assert hash(Frame("a", frozenset({"red"}))) == hash(Frame("a", frozenset({"red"})))
+
+
+def test_a_stay_that_changes_kind_is_judged_by_the_last_kind(caplog):
+    agg = LookAggregator()
+    frames = _frames("hall", [{"red"}, {"red"}], 0) + _object_frames("hall", [_person(1)] * 3, 2)
+    with caplog.at_level("WARNING"):
+        looks = _feed(agg, frames)
+    assert [lk.outcome for lk in looks] == ["objects=person"]
+    assert agg.mixed_kinds == 1 and agg.stats()["ignored"] == 2
+    assert "judging the stay by the objects frames only" in caplog.text
+    with pytest.raises(ValueError, match="kind.*colors, objects.*judge each kind separately"):
+        judge_frames(frames)
+    with pytest.raises(ValueError, match="for a 'colors' look"):
+        judge_frames(frames[2:], kind="colors")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"counts": {"person": 0}, "kind": "objects"}, "integer >= 1"),
+    ({"counts": {"a,b": 1}, "kind": "objects"}, "contain ',', '=' or '\\*'"),
+    ({"kind": "shapes"}, "kind must be one of colors, objects"),
+    ({"colors": frozenset({"red"}), "counts": {"blue": 1}}, "not the names of its counts"),
+])
+def test_frame_refuses_what_a_look_cannot_hold(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Frame("hall", **kwargs)

@@ -1,6 +1,7 @@
 """The perception node with the shipped detector (backend darknet), in its own process: a
 real photo on the camera topic comes back as a DetectionArray with the object in it; a bad
-class of interest keeps the node inactive with a log line that says why."""
+class of interest keeps the node inactive with a log line that says why. Downstream, the
+observer turns a trained detector's frames into object looks (``objects=cup``), not colours."""
 
 from __future__ import annotations
 
@@ -78,3 +79,77 @@ def test_an_unknown_class_keeps_the_node_inactive(tmp_path, coffee):
         assert proc.alive(), log
     finally:
         proc.stop()
+
+
+def test_trained_detector_messages_carry_the_canonical_class_and_no_colour():
+    """What perception publishes for each backend: darknet and yolo send the canonical class
+    with an empty colour (a red sofa is a couch, not "red"); color sends label and colour."""
+    from glove_ros.core.world.perception import Detection as Det
+    from glove_ros.nodes.perception_node import detection_msgs
+
+    dets = [Det("sofa", "red", 1, 2, 3, 4, 0.9), Det("tvmonitor", "", 5, 6, 7, 8, 0.2)]
+    for backend in ("darknet", "yolo"):
+        msgs = detection_msgs(dets, backend, min_confidence=0.1)
+        assert [(m.label, m.color, m.x, m.height) for m in msgs] == [
+            ("couch", "", 1, 4), ("tv", "", 5, 8)]
+        assert [m.label for m in detection_msgs(dets, backend, 0.5)] == ["couch"]
+    msgs = detection_msgs([Det("block", "red", 1, 2, 3, 4, 0.9)], "color")
+    assert [(m.label, m.color) for m in msgs] == [("block", "red")]
+
+
+def test_observer_frames_take_their_kind_from_the_backend():
+    """An empty DetectionArray of darknet is an object frame (so its look reads 'objects='),
+    one of the color backend a colour frame; an unknown backend is refused."""
+    from glove_ros.msg import Detection, DetectionArray
+    from glove_ros.nodes.observer_node import frame_from_msg
+
+    empty = frame_from_msg(DetectionArray(backend="darknet", waypoint="hall"))
+    assert (empty.waypoint, empty.kind, dict(empty.counts)) == ("hall", "objects", {})
+    two = DetectionArray(backend="yolo", waypoint="hall", detections=[
+        Detection(label="person", confidence=0.9), Detection(label="person", confidence=0.8)])
+    assert dict(frame_from_msg(two).counts) == {"person": 2}
+    colour = DetectionArray(backend="color", waypoint="hall", detections=[
+        Detection(label="block", color="red", confidence=0.9)])
+    assert (frame_from_msg(colour).kind, frame_from_msg(colour).colors) == (
+        "colors", frozenset({"red"}))
+    with pytest.raises(ValueError, match="unknown perception backend 'hsv'"):
+        frame_from_msg(DetectionArray(backend="hsv"))
+
+
+def test_camera_perception_observer_record_a_cup_as_an_object_look(tmp_path, coffee):
+    """Over DDS: the coffee photo at 'kitchen' -> perception (darknet) -> observer -> the
+    look (kitchen, look, objects=cup): an object class, not the cup's colour."""
+    from std_msgs.msg import String
+
+    from glove_ros.msg import Transition
+    from glove_ros.nodes.common import latched_qos
+
+    perception = NodeProcess(NODE, tmp_path, {"backend": "darknet", "classes": ["cup", "person"],
+                                              "darknet.class_thresholds": ["cup=0.5"]})
+    observer = NodeProcess("glove_ros.nodes.observer_node", tmp_path,
+                           {"robot_id": "rover", "episode_id": "ep1"})
+
+    def logs() -> str:
+        return perception.log() + "\n--- observer ---\n" + observer.log()
+
+    try:
+        with ros_client("darknet_observer_test") as node:
+            looks = Collector(node, Transition, "transitions")
+            where = node.create_publisher(String, "current_waypoint", latched_qos())
+            where.publish(String(data="kitchen"))  # perception infers only at a waypoint
+            msg = _image_msg(coffee)
+            pub = node.create_publisher(type(msg), "camera/image_raw", 5)
+
+            def looked() -> bool:
+                if not looks.items:
+                    pub.publish(msg)  # one frame per poll until the look is out
+                return bool(looks.items)
+
+            wait_for(looked, 90, "the observer's look at kitchen", logs)
+            look = looks.items[0]
+            assert (look.state_key, look.action, look.outcome, look.robot_id) == (
+                "kitchen", "look", "objects=cup", "rover"), logs()
+        assert "look at kitchen: objects=cup (3 frames)" in observer.log()
+    finally:
+        assert observer.stop() == 0, observer.log()
+        assert perception.stop() == 0, perception.log()

@@ -3,8 +3,15 @@
 Turns perception's detection stream into the memory's look experiences, so that
 camera -> perception -> observer -> memory works without the planner (a bag replayed
 with ``glove-ros bag replay``, a robot driven by hand or by another stack). The rule
-(colours seen in >= k of the first n frames of each stay; robust to one missed
-detection) lives in :mod:`glove_ros.core.world.observation`.
+(a colour, or an object class, seen in >= k of the first n frames of each stay; robust to
+one missed detection) lives in :mod:`glove_ros.core.world.observation`.
+
+The look's kind follows the ``backend`` of each DetectionArray: ``color`` gives colour looks
+(``colors=blue,red``), ``darknet`` and ``yolo`` object looks with counts
+(``objects=cup,person*2``: a class's count is the number of instances most of the frames
+that showed it agree on, ties to the smaller), an empty ``backend`` (old bags) is inferred
+from the detections. A frame from an unknown backend, or with a class name a look cannot
+hold, is dropped with a warning.
 
 Interfaces (relative names; remap in launch):
   sub  detections          glove_ros/DetectionArray  tagged with the waypoint by perception
@@ -14,7 +21,8 @@ Interfaces (relative names; remap in launch):
                            camera does not stream while driving and the same waypoint can be
                            looked at twice in a row. A waypoint message may overtake the last
                            detections of a stay (separate topics), cutting it short.
-  pub  transitions         glove_ros/Transition  (W, "look", "colors=...") per stay
+  pub  transitions         glove_ros/Transition  (W, "look", "colors=..." or
+                           "objects=...") per stay
 
 Lifecycle: configure validates the parameters; activate opens the interfaces; deactivate
 closes them and emits the look of an unfinished stay if it has enough frames.
@@ -30,7 +38,13 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from std_msgs.msg import String
 
 from glove_ros import conversions as conv
-from glove_ros.core.world.observation import Frame, Look, LookAggregator, LookConfig
+from glove_ros.core.world.observation import (
+    Frame,
+    Look,
+    LookAggregator,
+    LookConfig,
+    kind_of_backend,
+)
 from glove_ros.msg import DetectionArray
 from glove_ros.msg import Transition as TransitionMsg
 from glove_ros.nodes.common import (
@@ -49,7 +63,8 @@ PARAMS = (
     Param("episode_id", "", "episode_id of the published transitions (live: set per task)"),
     Param("context", "", "task context of the published transitions (informational)"),
     Param("look.frames", 3, "frames judged per stay (n)", read_only=True),
-    Param("look.min_count", 2, "frames out of n a colour must be seen in (k)", read_only=True),
+    Param("look.min_count", 2, "frames out of n a colour or object class must be seen in (k)",
+          read_only=True),
     Param("look.min_frames", 2, "a stay with fewer judged frames gives no look",
           read_only=True),
     Param("look.skip_frames", 0, "frames dropped at the start of each stay (camera settling)",
@@ -78,9 +93,14 @@ def validate(values: dict[str, Any]) -> None:
 
 
 def frame_from_msg(msg: DetectionArray, min_confidence: float = 0.0) -> Frame:
-    """glove_ros/DetectionArray -> core Frame (waypoint tag, colours, header stamp)."""
+    """glove_ros/DetectionArray -> core Frame (waypoint tag, colours or object classes with
+    counts, header stamp); the frame's kind comes from ``msg.backend``
+    (:func:`~glove_ros.core.world.observation.kind_of_backend`), so a trained detector's
+    empty frame is an object frame. ValueError for an unknown backend or a class name that
+    a look signature cannot hold."""
     return Frame.from_detections(msg.waypoint, msg.detections,
-                                 conv.seconds_from_time(msg.header.stamp), min_confidence)
+                                 conv.seconds_from_time(msg.header.stamp), min_confidence,
+                                 kind=kind_of_backend(msg.backend))
 
 
 class ObserverNode(LifecycleNode):
@@ -117,8 +137,8 @@ class ObserverNode(LifecycleNode):
         c = self._config
         assert c is not None
         self.get_logger().info(
-            f"observer active: a colour counts when seen in {c.min_count} of the first "
-            f"{c.frames} frames of a stay")
+            f"observer active: a colour or object class counts when seen in {c.min_count} of "
+            f"the first {c.frames} frames of a stay")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -136,9 +156,20 @@ class ObserverNode(LifecycleNode):
 
     def _on_detections(self, msg: DetectionArray) -> None:
         assert self._config is not None
-        frame = frame_from_msg(msg, self._config.min_confidence)
+        try:
+            frame = frame_from_msg(msg, self._config.min_confidence)
+        except ValueError as exc:  # unknown backend, unusable class name: drop, keep running
+            self.get_logger().warning(f"dropped detections at '{msg.waypoint}': {exc}",
+                                      throttle_duration_sec=10.0)
+            return
         with self._lock:
+            mixed = self._agg.mixed_kinds if self._agg is not None else 0
             looks = self._agg.add(frame) if self._agg is not None else []
+            if self._agg is not None and self._agg.mixed_kinds > mixed:
+                self.get_logger().warning(
+                    f"the detections at '{msg.waypoint}' changed kind to {frame.kind} "
+                    f"(backend '{msg.backend}') within one stay: judging it by the "
+                    f"{frame.kind} frames only")
         self._publish(looks)
 
     def _on_waypoint(self, msg: String) -> None:

@@ -1,4 +1,5 @@
-"""Perception node: colour blocks (OpenCV HSV) or objects (YOLO), tagged with the waypoint.
+"""Perception node: colour blocks (OpenCV HSV) or objects (a trained detector), tagged with
+the waypoint.
 
 Interfaces (relative names; remap to the robot's camera in launch):
   sub  camera/image_raw   sensor_msgs/Image (bgr8, rgb8 or mono8); QoS ``camera_qos``:
@@ -6,7 +7,11 @@ Interfaces (relative names; remap to the robot's camera in launch):
                           publish and what also matches a RELIABLE publisher) or
                           ``reliable`` (RELIABLE, depth 2)
   sub  current_waypoint   std_msgs/String (where the robot stands; "" while driving)
-  pub  detections         glove_ros/DetectionArray
+  pub  detections         glove_ros/DetectionArray; ``backend`` names the backend. color:
+                          label "block", color the colour name. darknet and yolo: label
+                          the canonical COCO class (sofa -> couch, tvmonitor -> tv; a
+                          custom model's own names, normalised), color always "" (the
+                          observer then records objects= looks with counts, not colours)
   pub  /diagnostics       diagnostic_msgs/DiagnosticArray: camera rate, inference rate,
                           frames skipped and dropped
 
@@ -41,6 +46,8 @@ from std_msgs.msg import String
 
 from glove_ros.core.ops.health import OK, WARN, RateMeter
 from glove_ros.core.world import darknet
+from glove_ros.core.world.labels import canonical_label
+from glove_ros.core.world.observation import kind_of_backend
 from glove_ros.core.world.perception import (
     BACKENDS,
     ColorBlockDetector,
@@ -62,8 +69,9 @@ from glove_ros.nodes.diagnostics import NodeDiagnostics
 _DARKNET = darknet.DarknetConfig()  # the darknet backend's defaults
 PARAMS = (
     *AUTOSTART_PARAMS,
-    Param("backend", "color", "'color' (OpenCV HSV), 'darknet' (the shipped YOLOv3-tiny, COCO) "
-          "or 'yolo' (ultralytics, your model)", read_only=True),
+    Param("backend", "color", "'color' (OpenCV HSV colour blocks: colors= looks), 'darknet' "
+          "(the shipped YOLOv3-tiny, COCO) or 'yolo' (ultralytics, your model); both publish "
+          "canonical class labels without colour (objects= looks with counts)", read_only=True),
     Param("color_config_file", "", "YAML with HSV thresholds; empty = built-in defaults",
           read_only=True),
     Param("classes", [""], "classes of interest for darknet and yolo (e.g. [person, cup]; "
@@ -150,6 +158,28 @@ def image_to_bgr(msg: Image) -> np.ndarray:
     if msg.encoding == "mono8":
         return np.repeat(img, 3, axis=2)
     return img
+
+
+def detection_msgs(detections: Sequence[Any], backend: str,
+                   min_confidence: float = 0.0) -> list[Detection]:
+    """The glove_ros/Detection messages of one frame's core detections.
+
+    Detections below ``min_confidence`` are dropped. A trained detector's (``darknet``,
+    ``yolo``: look kind ``objects``) detection is published as its canonical class
+    (:func:`~glove_ros.core.world.labels.canonical_label`) with an empty colour: the box's
+    dominant colour that the yolo backend reads is not published, so a red cup is a cup,
+    not "red". ``color`` detections are published as they are.
+    """
+    objects = kind_of_backend(backend) == "objects"
+    out = []
+    for d in detections:
+        if d.confidence < min_confidence:
+            continue
+        label, color = (canonical_label(d.label), "") if objects else (d.label, d.color)
+        out.append(Detection(label=label, color=color, x=int(d.x), y=int(d.y),
+                             width=int(d.width), height=int(d.height),
+                             confidence=float(d.confidence)))
+    return out
 
 
 class PerceptionNode(LifecycleNode):
@@ -274,11 +304,7 @@ class PerceptionNode(LifecycleNode):
         out = DetectionArray(backend=detector.backend)
         out.header = msg.header
         out.waypoint = waypoint
-        out.detections = [
-            Detection(label=d.label, color=d.color, x=int(d.x), y=int(d.y), width=int(d.width),
-                      height=int(d.height), confidence=float(d.confidence))
-            for d in detections if d.confidence >= min_conf
-        ]
+        out.detections = detection_msgs(detections, detector.backend, min_conf)
         self._pub.publish(out)
         self._frames += 1
 

@@ -23,7 +23,7 @@ from typing import Any
 from glove_ros.core.bag.bagfile import NS, BagError, BagReader
 from glove_ros.core.bag.messages import GLOVE_TYPES, _ns_of, image_from_obj, transition_from_obj
 from glove_ros.core.memory.experience import Transition
-from glove_ros.core.world.observation import Frame, LookAggregator, LookConfig, colors_of
+from glove_ros.core.world.observation import Frame, LookAggregator, LookConfig, kind_of_backend
 
 __all__ = [
     "INPUT_KINDS",
@@ -171,8 +171,13 @@ def load_input(
                 waypoint = str(obj.data)  # tags the following frames, as perception does
             elif role == "detections":
                 stamp = _ns_of(obj.header.stamp)
-                frame = Frame(str(obj.waypoint), colors_of(obj.detections, cfg.min_confidence),
-                              stamp / NS)
+                try:  # a trained detector's frames give object looks, colour frames colours
+                    frame = Frame.from_detections(
+                        str(obj.waypoint), obj.detections, stamp / NS, cfg.min_confidence,
+                        kind=kind_of_backend(str(getattr(obj, "backend", ""))))
+                except ValueError as exc:
+                    raise BagError(f"bag {bag.path}: bad detections on {topic} at "
+                                   f"{(t_ns - bag.start_ns) / NS:.3f}s: {exc}") from None
                 frame_ns[frame.stamp] = t_ns
                 stamp_map[stamp] = t_ns
                 add_looks(agg.add(frame), t_ns)
@@ -182,8 +187,9 @@ def load_input(
                     image = image_from_obj(obj)
                 except ValueError as exc:
                     raise BagError(f"bag {bag.path}: bad image on {topic}: {exc}") from None
-                colors = colors_of(detector.detect(image), cfg.min_confidence)
-                frame = Frame(waypoint, colors, stamp / NS)
+                frame = Frame.from_detections(
+                    waypoint, detector.detect(image), stamp / NS, cfg.min_confidence,
+                    kind=kind_of_backend(getattr(detector, "backend", "")))
                 frame_ns[frame.stamp] = t_ns
                 stamp_map[stamp] = t_ns
                 add_looks(agg.add(frame), t_ns)

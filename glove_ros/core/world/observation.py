@@ -2,8 +2,23 @@
 
 Perception publishes one detection result per camera frame, tagged with the waypoint the
 robot stood at (``""`` while driving). The experience memory wants one transition per
-*look*: ``(W, "look", outcome)`` with ``outcome`` the colour signature
-(``"colors=blue,red"``). :class:`LookAggregator` makes that step robust:
+*look*: ``(W, "look", outcome)`` with ``outcome`` a look signature
+(:mod:`glove_ros.core.memory.looks`) of one of two kinds:
+
+* ``colors=blue,red``: the colour blocks of the ``color`` backend (HSV thresholds), a set
+  of colour names. Every earlier memory, fixture and result has this form, unchanged.
+* ``objects=cup,person*2``: the object classes of a trained detector (``darknet``: the
+  shipped YOLOv3-tiny, or ``yolo``: your ultralytics model), canonical COCO names
+  (:func:`~glove_ros.core.world.labels.canonical_label`: ``sofa`` -> ``couch``), each with
+  the number of instances seen when two or more (two people are not one).
+
+A :class:`Frame` carries the kind and, per name, the instances seen in that frame.
+:meth:`Frame.from_detections` builds it: a detection with a colour counts as its colour
+(kind ``colors``); a detection without one is a trained detector's object and counts by its
+canonical class (kind ``objects``). Which kind a frame is should come from the backend that
+made it (:func:`kind_of_backend` of ``DetectionArray.backend``): a trained detector's frame
+that saw nothing is still an ``objects`` frame. :class:`LookAggregator` makes the step from
+frames to looks robust:
 
 The look rule
 -------------
@@ -14,13 +29,29 @@ the way), when :meth:`LookAggregator.waypoint_changed` reports that the robot le
 :meth:`LookAggregator.flush`.
 
 Of each stay, the first ``skip_frames`` frames are dropped (camera settling after the stop)
-and the next ``frames`` (n) frames are judged: a colour is *seen* when it is detected (at
-``min_confidence`` or above) in at least ``min_count`` (k) of those n frames. The look is
-emitted as soon as the n-th frame arrives; later frames of the same stay are ignored (one
-stay, one look). A stay that ends with m < n judged frames is judged on what it got with
-the threshold scaled to ``ceil(k * m / n)`` (the same fraction of frames), provided
-m >= ``min_frames``; shorter stays give no look at all, because an outcome built on one or
-two frames is not worth remembering.
+and the next ``frames`` (n) frames are judged: a colour (or an object class) is *seen* when
+it is detected (at ``min_confidence`` or above) in at least ``min_count`` (k) of those n
+frames. The look is emitted as soon as the n-th frame arrives; later frames of the same
+stay are ignored (one stay, one look). A stay that ends with m < n judged frames is judged
+on what it got with the threshold scaled to ``ceil(k * m / n)`` (the same fraction of
+frames), provided m >= ``min_frames``; shorter stays give no look at all, because an
+outcome built on one or two frames is not worth remembering.
+
+Objects also have a count. A class that is seen (the same k-of-n rule) is recorded with the
+number of instances most frames showed, counting only the frames where it was detected at
+all (a frame that missed it says nothing about how many there are); when two counts are
+equally common the smaller one wins (a spurious extra box is likelier than a missed one
+being the truth twice). Two people in two of three frames give ``objects=person*2``; one
+person in one frame of three gives ``objects=``; counts 2, 1, 2 give ``person*2``; counts
+1, 2 give ``person``. A colour look ignores counts: its outcome is the set, as it always was.
+
+A stay has one kind, the kind of its frames. If the kind changes within a stay (the
+perception backend was switched while the robot stood still), the look is judged by the
+last kind: the frames of the earlier kind are dropped (a colour and a class cannot be
+compared), the stay needs n frames of the new kind, the change is logged as a warning and
+counted in :attr:`LookAggregator.mixed_kinds` (the observer node logs it too).
+:func:`judge_frames`, called with a list, refuses a mix (ValueError): a caller that mixes
+has a bug.
 
 With the defaults (n = 3, k = 2) one missed detection of a block, or one spurious blob in a
 single frame, does not change the outcome: it would take two bad frames out of three. That
@@ -33,15 +64,20 @@ looks, and by ``glove-ros bag`` (fixtures and drift tests on camera or detection
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from glove_ros.core.memory.experience import Source, Transition
+from glove_ros.core.memory.looks import LOOK_KINDS, look_signature
+from glove_ros.core.world.labels import canonical_label
 
 __all__ = [
+    "BACKEND_KINDS",
     "LOOK_ACTION",
     "Frame",
     "FreshFrames",
@@ -49,13 +85,37 @@ __all__ = [
     "LookAggregator",
     "LookConfig",
     "colors_of",
+    "counts_of",
     "judge_frames",
+    "kind_of_backend",
     "signature",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 #: the action name of a look in the memory's vocabulary
 #: (``glove_ros.core.plan.agent_types.ACTION_LOOK``)
 LOOK_ACTION = "look"
+
+#: the look kind of each perception backend's frames (``DetectionArray.backend``)
+BACKEND_KINDS: Mapping[str, str] = MappingProxyType(
+    {"color": "colors", "darknet": "objects", "yolo": "objects"})
+
+
+def kind_of_backend(backend: str) -> str | None:
+    """The look kind of the frames a perception backend publishes: ``"colors"`` for
+    ``color``, ``"objects"`` for ``darknet`` and ``yolo``; None for ``""`` (a message that
+    does not say, e.g. from an old bag: the kind is then inferred from the detections).
+
+    ValueError naming the accepted backends for any other name.
+    """
+    backend = str(backend).strip()
+    if not backend:
+        return None
+    if backend not in BACKEND_KINDS:
+        raise ValueError(f"unknown perception backend {backend!r}: expected one of "
+                         f"{', '.join(BACKEND_KINDS)} (or empty to infer from the detections)")
+    return BACKEND_KINDS[backend]
 
 
 def signature(colors: Iterable[str]) -> str:
@@ -69,7 +129,9 @@ def signature(colors: Iterable[str]) -> str:
 def colors_of(detections: Iterable[Any], min_confidence: float = 0.0) -> frozenset[str]:
     """Distinct colours in one frame's detections (objects with ``color``, ``label`` and
     ``confidence``; a detection without a colour counts by its label, as in the outcome
-    signature). Detections below ``min_confidence`` are ignored."""
+    signature). Detections below ``min_confidence`` are ignored.
+
+    The colour-look view; :func:`counts_of` also knows object frames."""
     out = set()
     for d in detections:
         if float(getattr(d, "confidence", 1.0)) < min_confidence:
@@ -78,6 +140,40 @@ def colors_of(detections: Iterable[Any], min_confidence: float = 0.0) -> frozens
         if name:
             out.add(str(name))
     return frozenset(out)
+
+
+def counts_of(detections: Iterable[Any], min_confidence: float = 0.0,
+              kind: str | None = None) -> tuple[str, dict[str, int]]:
+    """``(kind, name -> instances)`` of one frame's detections (objects with ``label``,
+    ``color`` and ``confidence``: core ``Detection`` or ``glove_ros/Detection``).
+
+    ``kind="colors"``: each detection counts as its colour, or its label when it has none
+    (exactly the names of :func:`colors_of`). ``kind="objects"``: each detection counts as
+    its class, :func:`~glove_ros.core.world.labels.canonical_label` of its label (its colour,
+    if any, is ignored). ``kind=None`` infers the kind: ``"colors"`` when a kept detection
+    has a colour or nothing was kept (it cannot tell), else ``"objects"``. Detections below
+    ``min_confidence`` are ignored. ValueError for another kind.
+    """
+    if kind is not None and kind not in LOOK_KINDS:
+        raise ValueError(f"look kind must be one of {', '.join(LOOK_KINDS)} or None (infer), "
+                         f"got {kind!r}")
+    kept = [d for d in detections if float(getattr(d, "confidence", 1.0)) >= min_confidence]
+    if kind is None:
+        if any(getattr(d, "color", "") for d in kept) or not any(
+                str(getattr(d, "label", "")).strip() for d in kept):
+            kind = "colors"
+        else:
+            kind = "objects"
+    counts: Counter[str] = Counter()
+    for d in kept:
+        if kind == "colors":
+            name = str(getattr(d, "color", "") or getattr(d, "label", ""))
+        else:
+            label = str(getattr(d, "label", ""))
+            name = canonical_label(label) if label.strip() else ""
+        if name:
+            counts[name] += 1
+    return kind, dict(counts)
 
 
 @dataclass(frozen=True)
@@ -180,32 +276,83 @@ class LookConfig:
 
 @dataclass(frozen=True)
 class Frame:
-    """What perception saw in one camera frame: the waypoint tag, the colours, the stamp.
+    """What perception saw in one camera frame: the waypoint tag, the names, the stamp.
 
-    ``waypoint`` is ``""`` between waypoints; ``stamp`` is seconds (0: unknown).
+    ``waypoint`` is ``""`` between waypoints; ``stamp`` is seconds (0: unknown). ``kind`` is
+    ``"colors"`` (colour blocks) or ``"objects"`` (a trained detector's classes);
+    ``counts`` is name -> instances seen in this frame (read-only) and ``colors`` its names
+    (the colours, or the classes of an object frame: the name is kept so that colour-era
+    callers work). Give either: ``Frame(w, frozenset({"red"}))`` counts each colour once,
+    ``Frame(w, counts={"person": 2}, kind="objects")`` fills ``colors`` in.
+
+    ValueError for an unknown kind, a count that is not an integer >= 1, ``colors`` that are
+    not the names of ``counts``, or an object name containing ``,``, ``=`` or ``*`` (it could
+    not be written into a look signature).
     """
 
     waypoint: str
     colors: frozenset[str] = frozenset()
     stamp: float = 0.0
+    counts: Mapping[str, int] = field(default_factory=dict, hash=False)
+    kind: str = "colors"
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOOK_KINDS:
+            raise ValueError(f"frame kind must be one of {', '.join(LOOK_KINDS)}, "
+                             f"got {self.kind!r}")
+        if not isinstance(self.counts, Mapping):
+            raise ValueError("frame counts must be a mapping name -> instances, got "
+                             f"{type(self.counts).__name__}")
+        counts: dict[str, int] = {}
+        for name, n in self.counts.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"frame count of {name!r} must be an integer >= 1, got {n!r}")
+            if str(name):
+                counts[str(name)] = n
+        names = frozenset(self.colors)
+        if counts and names and {c for c in names if c} != set(counts):
+            raise ValueError(f"frame colors {sorted(names)} are not the names of its counts "
+                             f"{sorted(counts)} (give one of them)")
+        if not counts:
+            counts = {c: 1 for c in names if c}
+        else:
+            names = frozenset(counts)
+        if self.kind == "objects":
+            bad = sorted(c for c in counts if any(ch in c for ch in ",=*"))
+            if bad:
+                raise ValueError(f"object class name(s) {bad} contain ',', '=' or '*', which a "
+                                 "look signature cannot hold (rename the class in the model)")
+        object.__setattr__(self, "colors", names)
+        object.__setattr__(self, "counts", MappingProxyType(counts))
 
     @classmethod
     def from_detections(
         cls, waypoint: str, detections: Iterable[Any], stamp: float = 0.0,
-        min_confidence: float = 0.0,
+        min_confidence: float = 0.0, kind: str | None = None,
     ) -> Frame:
-        """A frame from detection objects (core ``Detection`` or ``glove_ros/Detection``)."""
-        return cls(str(waypoint), colors_of(detections, min_confidence), float(stamp))
+        """A frame from detection objects (core ``Detection`` or ``glove_ros/Detection``).
+
+        ``kind``: ``"colors"``, ``"objects"``, or None to infer it from the detections
+        (:func:`counts_of`: ``"colors"`` when it cannot tell, e.g. for an empty frame). Pass
+        :func:`kind_of_backend` of the backend that made them, so that a trained detector's
+        empty frame is an ``objects`` frame.
+        """
+        kind, counts = counts_of(detections, min_confidence, kind)
+        return cls(str(waypoint), frozenset(counts), float(stamp), counts, kind)
 
 
 @dataclass(frozen=True)
 class Look:
     """One look outcome: what was seen at ``waypoint`` during one stay.
 
-    ``counts`` is (colour, frames it was seen in) for every colour seen at least once,
-    ``judged`` the frames judged, ``threshold`` the count a colour needed; ``partial`` is
-    true when the stay ended before ``frames`` frames. ``stamp`` is the stamp of the last
-    judged frame (when the outcome was decided), ``first_stamp`` of the first.
+    ``outcome`` is the look signature (``colors=...`` or ``objects=...``, see ``kind``) and
+    ``colors`` the names seen (colours, or classes of an object look). ``counts`` is (name,
+    frames it was seen in) for every name seen at least once, ``judged`` the frames judged,
+    ``threshold`` the count a name needed; ``partial`` is true when the stay ended before
+    ``frames`` frames. ``stamp`` is the stamp of the last judged frame (when the outcome was
+    decided), ``first_stamp`` of the first. ``instances`` is (name, instances) for every
+    name seen: the most common count among the frames that showed it (ties: the smaller);
+    an object look writes it into the outcome, a colour look ignores it.
     """
 
     waypoint: str
@@ -217,6 +364,8 @@ class Look:
     first_stamp: float = 0.0
     stamp: float = 0.0
     partial: bool = False
+    kind: str = "colors"
+    instances: tuple[tuple[str, int], ...] = ()
 
     def to_transition(
         self,
@@ -265,35 +414,87 @@ class FreshFrames:
         return True
 
 
-def judge_frames(
-    color_sets: Sequence[Iterable[str]], config: LookConfig | None = None, waypoint: str = "",
-    stamps: Sequence[float] | None = None,
-) -> Look:
-    """Apply the look rule to the colour sets of one stay's frames (after ``skip_frames``).
+def _frame_counts(item: Frame | Mapping[str, int] | Iterable[str]) -> dict[str, int]:
+    """name -> instances of one judged frame, blanks dropped."""
+    if isinstance(item, Frame):
+        return dict(item.counts)
+    if isinstance(item, Mapping):
+        out: dict[str, int] = {}
+        for name, n in item.items():
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise ValueError(f"frame count of {name!r} must be an integer, got {n!r}")
+            if name and n >= 1:
+                out[str(name)] = n
+        return out
+    if isinstance(item, str):
+        raise ValueError(f"a judged frame must be a Frame, a mapping name -> count or a set "
+                         f"of names, got the string {item!r}")
+    return {str(c): 1 for c in item if c}
 
-    Only the first ``frames`` sets are judged. For a planner that grabs its own frames::
+
+def _most_common_count(counts: Iterable[int]) -> int:
+    """The most common of ``counts``; on a tie the smaller."""
+    freq = Counter(counts)
+    return min(freq, key=lambda n: (-freq[n], n))
+
+
+def judge_frames(
+    color_sets: Sequence[Frame | Mapping[str, int] | Iterable[str]],
+    config: LookConfig | None = None, waypoint: str = "",
+    stamps: Sequence[float] | None = None, *, kind: str | None = None,
+) -> Look:
+    """Apply the look rule to one stay's frames (after ``skip_frames``).
+
+    Each frame is a :class:`Frame`, a mapping name -> instances, or a set of names
+    (instances 1 each). Only the first ``frames`` are judged. ``kind`` (``"colors"`` or
+    ``"objects"``) is the outcome's kind; None takes the kind of the :class:`Frame` items,
+    ``"colors"`` when there are none (sets and mappings do not say). ``stamps`` default to
+    the stamps of :class:`Frame` items. ValueError for no frames, for frames of both kinds
+    or of another kind than ``kind`` (one stay, one kind: see the module's look rule).
+
+    For a planner that grabs its own frames::
 
         look = judge_frames([colors_of(detector.detect(img)) for img in images])
         look.outcome   # "colors=red"
+        look = judge_frames([Frame.from_detections(wp, darknet.detect(img), kind="objects")
+                             for img in images])
+        look.outcome   # "objects=cup,person*2"
     """
     cfg = (config or LookConfig()).validate()
-    sets = [frozenset(c for c in s if c) for s in list(color_sets)[: cfg.frames]]
-    if not sets:
+    items = list(color_sets)
+    if kind is not None and kind not in LOOK_KINDS:
+        raise ValueError(f"look kind must be one of {', '.join(LOOK_KINDS)} or None, "
+                         f"got {kind!r}")
+    frame_kinds = sorted({i.kind for i in items if isinstance(i, Frame)})
+    if len(frame_kinds) > 1 or (kind is not None and frame_kinds and frame_kinds != [kind]):
+        raise ValueError(f"judge_frames got frames of kind(s) {', '.join(frame_kinds)}"
+                         + (f" for a {kind!r} look" if kind is not None else "")
+                         + ": one look judges frames of one kind (a colour and an object "
+                         "class cannot be compared); judge each kind separately")
+    kind = kind or (frame_kinds[0] if frame_kinds else "colors")
+    judged = items[: cfg.frames]
+    frames = [_frame_counts(i) for i in judged]
+    if not frames:
         raise ValueError("judge_frames needs at least one frame")
-    counts = Counter(c for s in sets for c in s)
-    threshold = cfg.threshold(len(sets))
+    counts = Counter(c for f in frames for c in f)
+    threshold = cfg.threshold(len(frames))
     seen = tuple(sorted(c for c, n in counts.items() if n >= threshold))
-    st = list(stamps)[: len(sets)] if stamps is not None else []
+    instances = {c: _most_common_count(f[c] for f in frames if c in f) for c in seen}
+    if stamps is None and judged and all(isinstance(i, Frame) for i in judged):
+        stamps = [i.stamp for i in judged if isinstance(i, Frame)]
+    st = list(stamps)[: len(frames)] if stamps is not None else []
     return Look(
         waypoint=waypoint,
-        outcome=signature(seen),
+        outcome=signature(seen) if kind == "colors" else look_signature(instances, kind),
         colors=seen,
         counts=tuple(sorted(counts.items())),
-        judged=len(sets),
+        judged=len(frames),
         threshold=threshold,
         first_stamp=float(st[0]) if st else 0.0,
         stamp=float(st[-1]) if st else 0.0,
-        partial=len(sets) < cfg.frames,
+        partial=len(frames) < cfg.frames,
+        kind=kind,
+        instances=tuple(sorted(instances.items())),
     )
 
 
@@ -301,7 +502,8 @@ def judge_frames(
 class _Stay:
     waypoint: str
     seen: int = 0  # frames of this stay so far, skipped ones included
-    sets: list[frozenset[str]] = field(default_factory=list)
+    kind: str = "colors"  # the kind of the judged frames (the last kind seen)
+    sets: list[Mapping[str, int]] = field(default_factory=list)
     stamps: list[float] = field(default_factory=list)
     last_stamp: float = 0.0
     done: bool = False  # the look was emitted
@@ -315,6 +517,10 @@ class LookAggregator:
     at the end of the stream. Every method returns the looks it completed (0, 1 or 2: a
     frame can end one stay and complete the next one's look when ``frames`` is 1).
     Not thread-safe: one aggregator per stream, callers lock if needed.
+
+    A stay whose frames change kind (``colors`` <-> ``objects``) is judged by the last kind:
+    its earlier frames are dropped (counted as ignored), a warning is logged and
+    :attr:`mixed_kinds` counts it.
     """
 
     def __init__(self, config: LookConfig | None = None) -> None:
@@ -325,6 +531,7 @@ class LookAggregator:
         self.frames_ignored = 0
         self.looks = 0
         self.short_stays = 0
+        self.mixed_kinds = 0  # kind changes within a stay (each restarts its judged frames)
 
     @property
     def open_waypoint(self) -> str | None:
@@ -362,7 +569,16 @@ class LookAggregator:
         if stay.done or stay.seen <= self.config.skip_frames:
             self.frames_ignored += 1
             return out
-        stay.sets.append(frozenset(frame.colors))
+        if stay.sets and frame.kind != stay.kind:
+            self.mixed_kinds += 1
+            self.frames_ignored += len(stay.sets)
+            _LOG.warning("look at %r: a %s frame after %d %s frame(s) in one stay (perception "
+                         "backend switched?); judging the stay by the %s frames only",
+                         wp, frame.kind, len(stay.sets), stay.kind, frame.kind)
+            stay.sets.clear()
+            stay.stamps.clear()
+        stay.kind = frame.kind
+        stay.sets.append(dict(frame.counts))
         stay.stamps.append(frame.stamp)
         if len(stay.sets) >= self.config.frames:
             stay.done = True
@@ -412,4 +628,4 @@ class LookAggregator:
 
     def _emit(self, stay: _Stay) -> Look:
         self.looks += 1
-        return judge_frames(stay.sets, self.config, stay.waypoint, stay.stamps)
+        return judge_frames(stay.sets, self.config, stay.waypoint, stay.stamps, kind=stay.kind)
