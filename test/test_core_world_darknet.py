@@ -173,6 +173,23 @@ def test_nms_keeps_one_box_per_person(detector):
     assert 3 <= n_nms < n_raw
 
 
+def test_a_part_inside_a_stronger_box_of_its_class_is_not_a_second_object(detector):
+    """YOLOv3-tiny adds a smaller box inside the first (IoU too low for NMS): one cup must
+    stay one cup, two objects side by side stay two, another class inside stays."""
+    x0, y0 = np.array([0., 10., 100., 20.]), np.array([0., 10., 0., 20.])
+    x1, y1 = np.array([80., 60., 180., 50.]), np.array([80., 60., 80., 50.])
+    score = np.array([0.9, 0.5, 0.8, 0.95])
+    # box 1 lies inside box 0 (weaker: dropped); box 2 is beside it; box 3 (stronger) inside 0
+    assert detector._not_contained([0, 1, 2], score, x0, y0, x1, y1) == [0, 2]
+    assert detector._not_contained([0, 3], score, x0, y0, x1, y1) == [3, 0]
+    loose = darknet.DarknetDetector(darknet.DarknetConfig(containment_threshold=1.0))
+    assert loose._not_contained([0, 1], np.array([0.9, 0.5]), np.array([0., 70.]),
+                                np.array([0., 10.]), np.array([80., 90.]),
+                                np.array([80., 60.])) == [0, 1]  # only a quarter inside
+    cups = [d for d in detector.detect(_photo("coffee.png")) if d.label == "cup"]
+    assert len(cups) == 1, cups
+
+
 def test_stage_timings(detector):
     dets, timing = detector.detect_timed(_photo("coffee.png"))
     assert set(timing) == {"letterbox", "forward", "decode"}
@@ -262,6 +279,8 @@ def test_config_validation():
     with pytest.raises(ValueError) as exc:
         darknet.DarknetConfig(score_threshold=1.5, nms_threshold=0, input_size=400,
                               class_thresholds=(("cup", 2.0),)).validate()
+    with pytest.raises(ValueError, match="containment_threshold"):
+        darknet.DarknetConfig(containment_threshold=0.0).validate()
     for what in ("score_threshold", "nms_threshold", "input_size", "'cup' threshold"):
         assert what in str(exc.value)
     assert darknet.DarknetConfig.parse_class_thresholds(["person=0.5", " ", "dining table=.3"]

@@ -42,3 +42,11 @@ def test_layers_draw_map_corridor_status_and_blocks():
     assert {s.key for s in cubes} == {"c/blue", "c/red"}
     assert by_key[("blocks", "c/label")].text == "blue,red (trusted)"
     assert {s.key for s in shapes if s.layer == "waypoints" and s.kind == "disc"} == set(wps)
+
+
+def test_object_looks_are_drawn_with_their_counts():
+    shapes = memory_layers({"k": (0.0, 0.0)}, [],
+                           [_e(1, "k", "look", "objects=cup,person*2")], stale_after=50)
+    by_key = {(s.layer, s.key): s for s in shapes}
+    assert {s.key for s in shapes if s.kind == "cube"} == {"k/cup", "k/person*2"}
+    assert by_key[("blocks", "k/label")].text == "cup,person*2 (trusted)"

@@ -295,3 +295,14 @@ def test_validator_rejects_broken_sdf(sdf_validator, tmp_path):
         run = _validate(sdf_validator, path)
         assert run.returncode == 1, run.stdout
         assert f"error {path}" in run.stdout
+
+
+def test_object_worlds_export_stand_in_boxes():
+    """Gazebo has no photos: an object block is a grey stand-in box of its size, named after
+    the block (a trained detector needs a mesh of the real thing there)."""
+    w = load_world("home_objects")
+    m = models(world_to_sdf(w))
+    for b in w.blocks:
+        box = m[f"object_{b.id}"]
+        assert box.find("static").text == "false"
+        assert f"block_{b.id}" not in m

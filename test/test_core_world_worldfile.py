@@ -7,16 +7,25 @@ import math
 
 import pytest
 
-from glove_ros.core.world.worldevents import EVENT_TYPES, BlockEdge, OpenEdge, SwapBlocks
+from glove_ros.core.world.worldevents import (
+    EVENT_TYPES,
+    BlockEdge,
+    MoveBlock,
+    OpenEdge,
+    SwapBlocks,
+)
 from glove_ros.core.world.worldfile import (
     BLOCK_COLORS,
+    OBJECT_SIZE,
     World,
     load_world,
     resolve_world_path,
     worlds_dir,
 )
+from glove_ros.core.world.worldparts import Block
 
-BUNDLED = ("jetrover_maze", "small", "nuisance_only", "corridor_blocked")
+BUNDLED = ("jetrover_maze", "small", "nuisance_only", "corridor_blocked", "drift_demo",
+           "home_objects")
 
 
 def base() -> dict:
@@ -280,3 +289,139 @@ def test_load_world_from_a_path(tmp_path):
     assert w.name == "t" and w.source == str(p)
     assert resolve_world_path("small") == worlds_dir() / "small.yaml"
     assert math.isclose(w.edge("dock", "a").length, 1.0)
+
+
+# ---------------------------------------------------------------- object blocks
+
+
+def objects_base() -> dict:
+    """base() with objects instead of colour blocks (one world, one kind)."""
+    d = base()
+    d["blocks"] = [
+        {"id": "cup", "object": "cup", "waypoint": "a", "offset": [0.9, 0.0], "size": 0.3},
+        {"id": "guest", "object": "person", "waypoint": "b", "offset": [0.9, 0.0]},
+    ]
+    d["events"] = [{"episode": 2, "type": "swap_blocks", "blocks": ["cup", "guest"]}]
+    return d
+
+
+def test_object_blocks_parse_with_their_class_and_default_size():
+    w = World.from_dict(objects_base())
+    cup, guest = w.block("cup"), w.block("guest")
+    assert (cup.object, cup.color, cup.name, cup.size) == ("cup", "", "cup", 0.3)
+    # an object's default size is its photo height, not a colour block's 5 cm
+    assert (guest.object, guest.size) == ("person", OBJECT_SIZE)
+    assert OBJECT_SIZE >= 0.3
+    assert w.objects == ("cup", "person")
+    assert w.colors == ()
+    assert w.look_kind == "objects"
+
+
+def test_colour_worlds_keep_colours_and_their_look_kind():
+    w = World.from_dict(base())
+    assert w.colors == ("blue", "red") and w.objects == () and w.look_kind == "colors"
+    assert all(b.object == "" and b.name == b.color for b in w.blocks)
+    # a colour block's dict has no 'object' key: old files round-trip to the same mapping
+    assert all("object" not in b and "color" in b for b in w.to_dict()["blocks"])
+
+
+@pytest.mark.parametrize("written,canonical", [("mug", "cup"), ("Person", "person"),
+                                               ("tv_monitor", "tv"), ("sofa", "couch"),
+                                               ("potted-plant", "potted plant")])
+def test_object_class_goes_through_the_synonym_table(written, canonical):
+    d = objects_base()
+    d["blocks"][0]["object"] = written
+    assert World.from_dict(d).block("cup").object == canonical
+
+
+def test_object_blocks_round_trip_and_keep_object():
+    w = World.from_dict(objects_base())
+    d = w.to_dict()
+    assert d["blocks"][0] == {"id": "cup", "object": "cup", "waypoint": "a",
+                              "offset": [0.9, 0.0], "size": 0.3}
+    assert World.from_dict(d) == w
+
+
+BAD_OBJECTS = [
+    # (what, change to objects_base()["blocks"][0], expected text in the error)
+    ("unknown class", {"object": "spaceship"}, "unknown object class 'spaceship'"),
+    ("both keys", {"color": "red"}, "not both"),
+    ("empty class", {"object": " "}, "'object' is empty"),
+    ("too small", {"size": 0.05}, "an object's size (its height) must be 0.1..0.8 m"),
+    ("too tall", {"size": 1.2}, "must be 0.1..0.8 m, got 1.2"),
+    # a 0.3 m cup photo is 0.27 m wide: 0.2 m to the side is at the edge of the view
+    ("out of view", {"offset": [0.9, 0.2]}, "outside the camera's view"),
+]
+
+
+@pytest.mark.parametrize("what,change,expected", BAD_OBJECTS, ids=[b[0] for b in BAD_OBJECTS])
+def test_bad_object_blocks_are_refused_by_name(what, change, expected):
+    d = objects_base()
+    d["blocks"][0].update(change)
+    with pytest.raises(ValueError) as exc:
+        World.from_dict(d)
+    assert expected in str(exc.value), str(exc.value)
+
+
+def test_a_block_needs_a_colour_or_an_object():
+    d = objects_base()
+    del d["blocks"][0]["object"]
+    with pytest.raises(ValueError, match=r"blocks\[0\]: missing 'color' .* or 'object'"):
+        World.from_dict(d)
+
+
+def test_a_world_mixing_colour_blocks_and_objects_is_refused():
+    d = objects_base()
+    d["blocks"].append({"id": "red_block", "color": "red", "waypoint": "dock",
+                        "offset": [0.6, 0.0]})
+    with pytest.raises(ValueError) as exc:
+        World.from_dict(d)
+    text = str(exc.value)
+    assert "colour blocks or objects, not both" in text
+    assert "colour: red_block" in text and "object: cup, guest" in text
+
+
+def test_a_block_built_in_code_must_use_the_canonical_class():
+    # from_dict maps synonyms; a Block made directly with one is refused, with the word to use
+    w = World(name="t", waypoints=World.from_dict(base()).waypoints,
+              edges=World.from_dict(base()).edges, dock="dock",
+              blocks=(Block("mug_1", "", "a", (0.9, 0.0), 0.3, object="mug"),))
+    problems = w.problems()
+    assert any("unknown object class 'mug' (write 'cup')" in p for p in problems), problems
+    both = Block("x", "red", "a", (0.9, 0.0), 0.3, object="cup")
+    assert both.name == "cup"
+    w2 = World(name="t", waypoints=w.waypoints, edges=w.edges, dock="dock", blocks=(both,))
+    assert any("not both" in p for p in w2.problems())
+
+
+def test_events_on_objects_are_checked_with_the_object_width():
+    d = objects_base()
+    # the person photo (0.4 m tall, 0.29 m wide) fits at 0.9 m straight ahead (0.4 m wide
+    # it would not: the view check takes the photo's width, not the height) ...
+    d["events"].append({"episode": 3, "type": "move_block", "block": "guest",
+                        "waypoint": "dock", "offset": [0.9, 0.0]})
+    World.from_dict(d)
+    # ... not 0.15 m to the side, where a 5 cm block would fit
+    d["events"][-1]["offset"] = [0.9, 0.15]
+    with pytest.raises(ValueError, match=r"events\[1\] \(move_block\).*outside the camera"):
+        World.from_dict(d)
+
+
+def test_home_objects_world_has_objects_and_drift():
+    w = load_world("home_objects")
+    assert w.look_kind == "objects" and w.colors == ()
+    assert {"cup", "person"} <= set(w.objects)
+    assert 6 <= len(w.waypoints) <= 8 and w.dock == "dock"
+    moves = [e for e in w.events if isinstance(e, MoveBlock)]
+    cup_moves = [e for e in moves if w.block(e.block).object == "cup"]
+    assert cup_moves and cup_moves[0].waypoint != w.block("cup").waypoint
+    # a person passes through: moved somewhere and back where it was
+    person = next(b for b in w.blocks if b.object == "person")
+    trip = [e for e in moves if e.block == person.id]
+    assert len(trip) == 2 and trip[0].waypoint != person.waypoint
+    assert trip[1].waypoint == person.waypoint and trip[1].episode - trip[0].episode <= 3
+    closes = [e for e in w.events if isinstance(e, BlockEdge)]
+    assert len(closes) == 1
+    a, b = closes[0].edge
+    assert w.shortest_path(a, b, avoid_edges=[(a, b)]) is not None  # a detour exists
+    assert {e.type for e in w.nuisance_events()} >= {"shift_block", "new_obstacle"}

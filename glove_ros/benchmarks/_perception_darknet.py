@@ -1,8 +1,9 @@
 """The shipped detector (YOLOv3-tiny on OpenCV DNN) on real photos: throughput per stage and
 what it finds (``glove-ros bench perception --darknet``).
 
-The photos come from installed packages, never from the network (:func:`packaged_photos`):
-scikit-image's data folder (``requirements/photos.txt``: coffee, a motorcycle, a cat, an
+The photos come from installed packages, never from the network
+(:mod:`glove_ros.core.world.photos`, beside the crops the simulator shows): scikit-image's
+data folder (``requirements/photos.txt``: coffee, a motorcycle, a cat, an
 astronaut), matplotlib's sample data (Grace Hopper) and ultralytics' assets (bus.jpg and
 zidane.jpg, when the YOLO step of set-up ran). Each photo carries the objects a person
 names in it (:data:`PHOTO_TRUTH`), so the result says what the detector found and missed.
@@ -15,7 +16,6 @@ on ``--threads`` threads (1 by default, for numbers that do not depend on what e
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import statistics
@@ -25,50 +25,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-#: photo name -> (package, path inside the package, objects a person names in it)
-PHOTO_TRUTH: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "bus.jpg": ("ultralytics", "assets/bus.jpg", ("person", "bus")),
-    "zidane.jpg": ("ultralytics", "assets/zidane.jpg", ("person", "tie")),
-    "coffee.png": ("skimage", "data/coffee.png", ("cup", "spoon")),
-    "motorcycle_left.png": ("skimage", "data/motorcycle_left.png", ("motorcycle",)),
-    "chelsea.png": ("skimage", "data/chelsea.png", ("cat",)),
-    "astronaut.png": ("skimage", "data/astronaut.png", ("person",)),
-    "grace_hopper.jpg": ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg",
-                         ("person", "tie")),
-}
-
-
-def package_file(package: str, relative: str) -> Path | None:
-    """``relative`` inside an installed package's folder, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    for loc in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(loc) / relative
-        if path.is_file():
-            return path
-    return None
-
-
-def packaged_photos() -> dict[str, Path]:
-    """The photos of :data:`PHOTO_TRUTH` that are installed here, by name."""
-    out = {}
-    for name, (package, relative, _) in PHOTO_TRUTH.items():
-        path = package_file(package, relative)
-        if path is not None:
-            out[name] = path
-    return out
-
-
-def read_photo(path: Path):
-    """A photo as a BGR uint8 array; ValueError when OpenCV cannot decode it."""
-    import cv2
-
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise ValueError(f"cannot decode photo {path}")
-    return image
+# the photo table and its readers moved to core/world/photos.py; tests import them from here
+from glove_ros.core.world.photos import (
+    PHOTO_TRUTH,
+    package_file,  # noqa: F401  (re-exported)
+    packaged_photos,
+    read_photo,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from glove_ros.core.memory.looks import is_look_signature, look_counts
+
 TRUSTED, SUPPRESSED, PENDING, STALE_NEGATIVE = "trusted", "suppressed", "pending", "stale_negative"
 STATUSES = (TRUSTED, SUPPRESSED, PENDING, STALE_NEGATIVE)
 # RGBA per memory status
@@ -106,9 +108,15 @@ def beliefs(entries: Iterable[EntryView], negative_outcomes: Sequence[str],
 
 
 def _colors(signature: str) -> list[str]:
-    if not signature.startswith("colors="):
+    """What a look outcome saw, for the map: colours, or object classes with their count
+    (``objects=cup,person*2`` -> cup, person*2); [] for anything else."""
+    if not is_look_signature(signature):
         return []
-    return [c for c in signature[len("colors="):].split(",") if c]
+    try:
+        counts = look_counts(signature)
+    except ValueError:
+        return []
+    return [c if n == 1 else f"{c}*{n}" for c, n in sorted(counts.items())]
 
 
 def memory_layers(waypoints: dict[str, tuple[float, float]],

@@ -198,6 +198,10 @@ def _block_model(world: World, state: WorldState, block_id: str) -> str:
     p = state.placement(block_id)
     x, y = state.block_position(block_id)
     yaw = world.waypoint(p.waypoint).yaw
+    if not p.color:  # an object block: a stand-in box of its size (no photo in Gazebo; give
+        # the model a mesh of the real thing for a trained detector to see)
+        return _box_model(f"object_{block_id}", x, y, yaw, p.size, p.size,
+                          "0.85 0.85 0.85 1", static=False)
     return _box_model(f"block_{block_id}", x, y, yaw, p.size, p.size,
                       _rgba(BLOCK_COLORS[p.color]), static=False)
 

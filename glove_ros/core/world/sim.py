@@ -26,9 +26,12 @@ simulated time passes.
 * odometry (:meth:`Simulator.odometry`) with optional noise; a battery that drains while
   driving (and slowly while idle) and charges while docked (:meth:`Simulator.dock`);
 * a camera (:meth:`Simulator.render_camera`) that paints the blocks at the current
-  waypoint as shaded boxes on a textured wall and floor, with noise, so real OpenCV
-  perception runs on it. Nuisances are honoured: a missed detection leaves a block out of
-  one frame, a dropout empties whole frames, a shift or pose jitter moves pixels.
+  waypoint as shaded boxes, and object blocks as real photos of their class
+  (:mod:`glove_ros.core.world.photos`), on a textured wall and floor, with noise, so real
+  OpenCV perception (the HSV colour detector, the shipped YOLOv3-tiny) runs on it.
+  Nuisances are honoured: a missed detection leaves a block out of one frame, a dropout
+  empties whole frames, a shift or pose jitter moves pixels. Looks at an object world
+  report ``objects=cup,person*2`` (:meth:`WorldState.expected_signature`).
 
 Everything random is drawn from generators seeded by ``(seed, stream, counter)``: the same
 seed and the same calls give the same frames, poses and outcomes.
@@ -38,12 +41,15 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from glove_ros.core.memory.looks import look_signature
+from glove_ros.core.world.photos import object_photo, paint_photo, require_photos
 from glove_ros.core.world.worldevents import (
     BlockEdge,
     DetectionDropout,
@@ -98,13 +104,20 @@ class Pose2D:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a block is now (ground truth)."""
+    """Where a block is now (ground truth); ``object`` is set (and ``color`` empty) for an
+    object block."""
 
     block_id: str
     color: str
     waypoint: str
     offset: tuple[float, float]
     size: float
+    object: str = ""
+
+    @property
+    def name(self) -> str:
+        """The object class if set, else the colour: what a look reports for it."""
+        return self.object or self.color
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,7 @@ class WorldState:
         self._episode = -1
         self._time = 0.0
         self._placements = {
-            b.id: Placement(b.id, b.color, b.waypoint, tuple(b.offset), b.size)
+            b.id: Placement(b.id, b.color, b.waypoint, tuple(b.offset), b.size, b.object)
             for b in world.blocks
         }
         self._blocked = {e.key for e in world.edges if e.blocked}
@@ -192,14 +205,12 @@ class WorldState:
     def _apply(self, ev: Event) -> None:
         if isinstance(ev, SwapBlocks):
             a, b = (self._placements[i] for i in ev.blocks)
-            self._placements[a.block_id] = Placement(a.block_id, a.color, b.waypoint, b.offset,
-                                                     a.size)
-            self._placements[b.block_id] = Placement(b.block_id, b.color, a.waypoint, a.offset,
-                                                     b.size)
+            self._placements[a.block_id] = replace(a, waypoint=b.waypoint, offset=b.offset)
+            self._placements[b.block_id] = replace(b, waypoint=a.waypoint, offset=a.offset)
         elif isinstance(ev, MoveBlock):
             p = self._placements[ev.block]
-            self._placements[ev.block] = Placement(p.block_id, p.color, ev.waypoint,
-                                                   tuple(ev.offset), p.size)
+            self._placements[ev.block] = replace(p, waypoint=ev.waypoint,
+                                                 offset=tuple(ev.offset))
         elif isinstance(ev, BlockEdge):
             self._blocked.add(edge_key(*ev.edge))
         elif isinstance(ev, OpenEdge):
@@ -207,7 +218,7 @@ class WorldState:
         elif isinstance(ev, ShiftBlock):
             p = self._placements[ev.block]
             off = (p.offset[0] + ev.dx, p.offset[1] + ev.dy)
-            self._placements[ev.block] = Placement(p.block_id, p.color, p.waypoint, off, p.size)
+            self._placements[ev.block] = replace(p, offset=off)
         elif isinstance(ev, NewObstacle):
             self._obstacles[ev.id] = (Obstacle(ev.id, ev.waypoint, tuple(ev.offset), ev.size), ev)
         elif isinstance(ev, DetectionDropout):
@@ -229,12 +240,18 @@ class WorldState:
         return tuple(p for p in self.placements() if p.waypoint == waypoint)
 
     def colors_at(self, waypoint: str) -> tuple[str, ...]:
-        """Sorted distinct colours now at ``waypoint`` (ground truth, no nuisance)."""
-        return tuple(sorted({p.color for p in self.blocks_at(waypoint)}))
+        """Sorted distinct names (colours, or object classes) now at ``waypoint`` (ground
+        truth, no nuisance)."""
+        return tuple(sorted({p.name for p in self.blocks_at(waypoint)}))
+
+    def counts_at(self, waypoint: str) -> dict[str, int]:
+        """Name -> how many blocks of it are now at ``waypoint`` (ground truth)."""
+        return dict(sorted(Counter(p.name for p in self.blocks_at(waypoint)).items()))
 
     def expected_signature(self, waypoint: str) -> str:
-        """The outcome signature a perfect detector would report at ``waypoint``."""
-        return colors_signature(self.colors_at(waypoint))
+        """The outcome signature a perfect detector would report at ``waypoint``, in the
+        world's look kind: ``colors=blue,red`` or ``objects=cup,person*2``."""
+        return look_signature(self.counts_at(waypoint), self.world.look_kind)
 
     def is_blocked(self, a: str, b: str) -> bool:
         """Whether the corridor a-b is blocked now."""
@@ -355,12 +372,18 @@ class RenderedObject:
     """One object painted in a frame, with its bounding box in pixels."""
 
     id: str
-    kind: str  # "block" | "obstacle"
-    color: str  # colour name for blocks, "grey" for obstacles
+    kind: str  # "block" | "object" (a photo) | "obstacle"
+    color: str  # colour name for blocks, "grey" for obstacles, "" for objects
     x: int
     y: int
     width: int
     height: int
+    object: str = ""  # the class of an object block
+
+    @property
+    def name(self) -> str:
+        """The object class, else the colour."""
+        return self.object or self.color
 
 
 @dataclass(frozen=True)
@@ -376,8 +399,13 @@ class RenderInfo:
 
     @property
     def colors(self) -> tuple[str, ...]:
-        """Sorted distinct colours of the blocks painted."""
+        """Sorted distinct colours of the colour blocks painted."""
         return tuple(sorted({o.color for o in self.objects if o.kind == "block"}))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Name (colour or class) -> blocks and objects painted; obstacles left out."""
+        return dict(sorted(Counter(o.name for o in self.objects if o.kind != "obstacle").items()))
 
 
 @dataclass(frozen=True)
@@ -408,6 +436,7 @@ class Simulator:
     """
 
     def __init__(self, world: World, *, seed: int | None = None, start: str | None = None):
+        require_photos(world.objects)  # a class the camera cannot show is refused up front
         self.world = world
         self.seed = world.seed if seed is None else int(seed)
         self.state = WorldState(world)
@@ -511,7 +540,8 @@ class Simulator:
                              f"replaying its episode and time applies {applied}")
 
     def visible_colors(self) -> tuple[str, ...]:
-        """Ground-truth colours at the current waypoint (no nuisance); () between."""
+        """Ground-truth colours (or classes) at the current waypoint (no nuisance); ()
+        between."""
         return self.state.colors_at(self._at) if self._at else ()
 
     def teleport(self, waypoint: str, *, battery: float | None = None) -> None:
@@ -776,9 +806,11 @@ class Simulator:
         """Render the camera frame at the current pose: ``(height, width, 3)`` uint8 BGR.
 
         Blocks at the current waypoint are painted as shaded boxes (their colours from
-        :data:`~glove_ros.core.world.worldfile.BLOCK_COLORS`), nuisance obstacles as grey boxes, on
-        a wall (plain or corrugated cardboard) and a tiled floor, with per-frame lighting
-        and Gaussian noise. Between waypoints only the background is seen. What was
+        :data:`~glove_ros.core.world.worldfile.BLOCK_COLORS`), object blocks as a real photo
+        of their class standing on the floor, ``size`` tall
+        (:func:`~glove_ros.core.world.photos.paint_photo`), nuisance obstacles as grey boxes,
+        on a wall (plain or corrugated cardboard) and a tiled floor, with per-frame lighting
+        and Gaussian noise over everything. Between waypoints only the background is seen. What was
         painted (and hidden by nuisance) is in :attr:`last_render`.
 
         The frame's randomness (missed detections, lighting, noise) is drawn from the
@@ -802,7 +834,7 @@ class Simulator:
         cx, cy = width / 2, height / 2
 
         dropout = self.state.take_dropout_frame()
-        objects: list[tuple[float, str, str, str, tuple[int, int, int], float, float, float]] = []
+        objects: list[tuple[float, str, str, str, str, Any, float, float, float]] = []
         missed: list[str] = []
         if wp is not None:
             for p in self.state.blocks_at(wp):
@@ -813,18 +845,19 @@ class Simulator:
                     missed.append(p.block_id)
                     continue
                 X, Y = self._to_camera(self.state.object_position(p.waypoint, p.offset))
-                objects.append((X, p.block_id, "block", p.color, BLOCK_COLORS[p.color], Y,
-                                p.size, p.size))
+                objects.append((X, p.block_id, "object" if p.object else "block", p.color,
+                                p.object, BLOCK_COLORS.get(p.color), Y, p.size, p.size))
             if not dropout:
                 for o in self.state.obstacles_at(wp):
                     X, Y = self._to_camera(self.state.object_position(o.waypoint, o.offset))
-                    objects.append((X, o.id, "obstacle", "grey", _OBSTACLE_BGR, Y, o.size,
+                    objects.append((X, o.id, "obstacle", "grey", "", _OBSTACLE_BGR, Y, o.size,
                                     o.size * 0.8))
         painted = []
-        for X, oid, kind, cname, bgr, Y, size, tall in sorted(objects, reverse=True):
-            box = _draw_box(cv2, img, X, Y, size, tall, bgr, fx, cx, cy, cam.height)
+        for X, oid, kind, color, obj, bgr, Y, size, tall in sorted(objects, reverse=True):
+            box = (paint_photo(img, object_photo(obj), X, Y, size, fx, cx, cy, cam.height) if obj
+                   else _draw_box(cv2, img, X, Y, size, tall, bgr, fx, cx, cy, cam.height))
             if box is not None:
-                painted.append(RenderedObject(oid, kind, cname, *box))
+                painted.append(RenderedObject(oid, kind, color, *box, object=obj))
 
         gain = rng.uniform(0.9, 1.08) * (0.3 if dropout else 1.0)
         img *= gain

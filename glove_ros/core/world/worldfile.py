@@ -1,4 +1,5 @@
-"""The world file: an indoor maze as a waypoint graph, coloured blocks, and scheduled drift.
+"""The world file: an indoor maze as a waypoint graph, coloured blocks or objects, and
+scheduled drift.
 
 A world file is YAML. It describes the *ground truth* the built-in simulator
 (:mod:`glove_ros.core.world.sim`) plays and the Gazebo world (:mod:`glove_ros.core.world.sdf`) is
@@ -46,6 +47,12 @@ Schema (all lengths in metres, angles in radians, times in simulated seconds)::
     blocks:                        # coloured blocks (red|orange|yellow|green|blue|purple)
       - {id: red_block, color: red, waypoint: hall, offset: [0.6, 0.1], size: 0.05}
         # offset = [forward, left] in the waypoint's frame (x along yaw); default [0.6, 0]
+        # size = the cube's edge, 0.01..0.5 m
+      # ... or objects (a world holds one kind or the other, never both):
+      - {id: cup, object: cup, waypoint: kitchen, offset: [0.9, 0.0], size: 0.35}
+        # object = a COCO class (any spelling labels.canonical_label knows: mug -> cup);
+        # the simulator shows a real photo of it (glove_ros.core.world.photos), size = its
+        # height, 0.1..0.8 m, default 0.4 (OBJECT_SIZE); its width follows the photo
 
     events:                        # optional; each has exactly one trigger:
                                    #   episode: N  (applied when episode N begins)
@@ -65,6 +72,11 @@ Schema (all lengths in metres, angles in radians, times in simulated seconds)::
       - {episode: 12, type: new_obstacle, id: box_1, waypoint: store,
          offset: [0.9, -0.3], size: 0.25}   # grey box; never blocks a corridor
       - {episode: 15, type: detection_dropout, frames: 2}  # next N camera frames empty
+
+A world's blocks are either all colour blocks (looks report ``colors=blue,red``) or all
+objects (looks report ``objects=cup,person*2``, :mod:`glove_ros.core.memory.looks`):
+:attr:`World.look_kind` says which. Events move, swap, shift and hide objects exactly as
+they do colour blocks.
 
 Windowed nuisances (``miss_detections``, ``pose_jitter``, ``new_obstacle``) accept
 ``until_episode`` / ``until_time``: active while ``episode < until_episode`` and
@@ -89,6 +101,8 @@ from typing import Any
 
 import yaml
 
+from glove_ros.core.world.labels import COCO_CLASSES, canonical_label
+from glove_ros.core.world.photos import OBJECT_PHOTOS
 from glove_ros.core.world.worldevents import (
     BlockEdge,
     DetectionDropout,
@@ -104,6 +118,7 @@ from glove_ros.core.world.worldevents import (
 )
 from glove_ros.core.world.worldparse import _as_float, _Ctx, _list, _parse_event
 from glove_ros.core.world.worldparts import (
+    OBJECT_SIZE,
     Block,
     CameraSpec,
     Edge,
@@ -118,6 +133,8 @@ __all__ = [
     "BLOCK_COLORS",
     "DEFAULT_WORLD",
     "MAX_NUISANCE_SHIFT",
+    "OBJECT_SIZE",
+    "OBJECT_SIZE_RANGE",
     "World",
     "edge_key",
     "load_world",
@@ -141,6 +158,10 @@ BLOCK_COLORS: dict[str, tuple[int, int, int]] = {
 
 #: Largest shift (metres) a ``shift_block`` nuisance may apply; more is a ``move_block``.
 MAX_NUISANCE_SHIFT = 0.15
+
+#: Heights (metres) an object block may have: smaller photos are lost by the detector,
+#: taller ones leave the camera's view.
+OBJECT_SIZE_RANGE = (0.1, 0.8)
 
 WALL_STYLES = ("plain", "cardboard")
 
@@ -243,7 +264,24 @@ class World:
         blocks = []
         for i, raw in enumerate(_list(data, "blocks", where)):
             bc = _Ctx(raw, f"{where}: blocks[{i}]")
-            bc.check_keys({"id", "color", "waypoint", "offset", "size"})
+            bc.check_keys({"id", "color", "object", "waypoint", "offset", "size"})
+            if bc.has("object"):
+                if bc.has("color"):
+                    raise ValueError(f"{bc.where}: give 'color' (a colour block) or 'object' "
+                                     "(a COCO class), not both")
+                if not bc.str("object").strip():
+                    raise ValueError(f"{bc.where}: 'object' is empty; name a COCO class "
+                                     "(e.g. cup, person)")
+                blocks.append(Block(id=bc.str("id"), color="",
+                                    object=canonical_label(bc.str("object")),
+                                    waypoint=bc.str("waypoint"),
+                                    offset=bc.pair("offset", (0.6, 0.0)),
+                                    size=bc.float("size", OBJECT_SIZE)))
+                continue
+            if not bc.has("color"):
+                raise ValueError(f"{bc.where}: missing 'color' (a colour block: "
+                                 f"{', '.join(BLOCK_COLORS)}) or 'object' (a COCO class, "
+                                 "e.g. cup, person)")
             blocks.append(Block(id=bc.str("id"), color=bc.str("color"),
                                 waypoint=bc.str("waypoint"), offset=bc.pair("offset", (0.6, 0.0)),
                                 size=bc.float("size", 0.05)))
@@ -288,8 +326,9 @@ class World:
         if self.walls:
             d["walls"] = [{"x1": w.x1, "y1": w.y1, "x2": w.x2, "y2": w.y2, "height": w.height,
                            "thickness": w.thickness} for w in self.walls]
-        d["blocks"] = [{"id": b.id, "color": b.color, "waypoint": b.waypoint,
-                        "offset": list(b.offset), "size": b.size} for b in self.blocks]
+        d["blocks"] = [{"id": b.id, **({"object": b.object} if b.object else {"color": b.color}),
+                        "waypoint": b.waypoint, "offset": list(b.offset), "size": b.size}
+                       for b in self.blocks]
         d["events"] = [e.to_dict() for e in self.events]
         return d
 
@@ -367,15 +406,24 @@ class World:
             if b.id in wp_ids:
                 out.append(f"block id '{b.id}' is also a waypoint id; use distinct names")
             block_ids.add(b.id)
-            if b.color not in BLOCK_COLORS:
+            if b.object:
+                out.extend(_object_problems(b))
+            elif b.color not in BLOCK_COLORS:
                 out.append(f"block '{b.id}': bad colour '{b.color}'; use one of "
                            f"{', '.join(BLOCK_COLORS)}")
             if b.waypoint not in wp_ids:
                 out.append(f"block '{b.id}': unknown waypoint '{b.waypoint}' "
                            f"(known: {_known(wp_ids)})")
-            if not (math.isfinite(b.size) and 0.01 <= b.size <= 0.5):
+            if not b.object and not (math.isfinite(b.size) and 0.01 <= b.size <= 0.5):
                 out.append(f"block '{b.id}': size must be 0.01..0.5 m, got {_fmt(b.size)}")
-            out.extend(self._view_problems(f"block '{b.id}'", b.offset, b.size))
+            out.extend(self._view_problems(f"block '{b.id}'", b.offset, _extent(b)))
+        kinds = {"object" if b.object else "colour" for b in self.blocks}
+        if len(kinds) > 1:
+            colour = sorted(b.id for b in self.blocks if not b.object)
+            objects = sorted(b.id for b in self.blocks if b.object)
+            out.append(f"blocks: a world holds colour blocks or objects, not both (colour: "
+                       f"{', '.join(colour)}; object: {', '.join(objects)}); a look reports "
+                       "either colors= or objects=")
 
         # events
         obstacle_ids: set[str] = set()
@@ -443,7 +491,7 @@ class World:
         elif isinstance(ev, MoveBlock):
             need_block(ev.block)
             need_waypoint(ev.waypoint)
-            size = next((b.size for b in self.blocks if b.id == ev.block), 0.05)
+            size = next((_extent(b) for b in self.blocks if b.id == ev.block), 0.05)
             out.extend(self._view_problems(label, ev.offset, size))
         elif isinstance(ev, (BlockEdge, OpenEdge)):
             a, b = ev.edge
@@ -500,8 +548,19 @@ class World:
 
     @property
     def colors(self) -> tuple[str, ...]:
-        """Sorted distinct colours of the blocks."""
-        return tuple(sorted({b.color for b in self.blocks}))
+        """Sorted distinct colours of the colour blocks (() in an object world)."""
+        return tuple(sorted({b.color for b in self.blocks if not b.object}))
+
+    @property
+    def objects(self) -> tuple[str, ...]:
+        """Sorted distinct object classes of the object blocks (() in a colour world)."""
+        return tuple(sorted({b.object for b in self.blocks if b.object}))
+
+    @property
+    def look_kind(self) -> str:
+        """What a look reports here: ``"objects"`` when the world has object blocks, else
+        ``"colors"`` (the kinds of :mod:`glove_ros.core.memory.looks`)."""
+        return "objects" if any(b.object for b in self.blocks) else "colors"
 
     def has_waypoint(self, waypoint_id: str) -> bool:
         """Whether ``waypoint_id`` names a waypoint."""
@@ -619,6 +678,34 @@ class World:
 def _known(ids: Iterable[str]) -> str:
     ids = sorted(ids)
     return ", ".join(ids) if ids else "none"
+
+
+def _extent(b: Block) -> float:
+    """How wide a block is across the camera's view: a cube's edge; an object's height
+    times its photo's aspect (the height where the class has no photo)."""
+    if not b.object:
+        return b.size
+    photo = OBJECT_PHOTOS.get(b.object)
+    return b.size * (photo.aspect if photo is not None else 1.0)
+
+
+def _object_problems(b: Block) -> list[str]:
+    out = []
+    if b.color:
+        out.append(f"block '{b.id}': give a colour ('{b.color}') or an object class "
+                   f"('{b.object}'), not both")
+    if b.object not in COCO_CLASSES:
+        canon = canonical_label(b.object)
+        hint = (f" (write '{canon}')" if canon in COCO_CLASSES else
+                " (not one of the 80 COCO classes the detector knows, e.g. "
+                f"{', '.join(COCO_CLASSES[:6])}, cup, chair, ...; synonyms such as mug, "
+                "sofa, tv monitor are accepted)")
+        out.append(f"block '{b.id}': unknown object class '{b.object}'{hint}")
+    lo, hi = OBJECT_SIZE_RANGE
+    if not (math.isfinite(b.size) and lo <= b.size <= hi):
+        out.append(f"block '{b.id}': an object's size (its height) must be {_fmt(lo)}.."
+                   f"{_fmt(hi)} m, got {_fmt(b.size)}")
+    return out
 
 
 # --------------------------------------------------------------------------- files

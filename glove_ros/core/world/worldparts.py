@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["Block", "CameraSpec", "Edge", "RobotSpec", "Wall", "Waypoint", "edge_key"]
+__all__ = ["OBJECT_SIZE", "Block", "CameraSpec", "Edge", "RobotSpec", "Wall", "Waypoint",
+           "edge_key"]
 
 
 def edge_key(a: str, b: str) -> tuple[str, str]:
@@ -60,12 +61,27 @@ class Edge:
         return self.b if waypoint == self.a else self.a
 
 
+#: Default ``size`` of an object block in a world file: the height, in metres, of the photo
+#: the simulator stands at the block's place. 0.4 m at the usual 0.8-1.0 m forward is a
+#: photo 180-230 px tall in a 640x480 frame (90-115 px in 320x240); the crops of
+#: :mod:`glove_ros.core.world.photos` were checked with the shipped YOLOv3-tiny at 0.2-0.5 m.
+OBJECT_SIZE = 0.4
+
+
 @dataclass(frozen=True)
 class Block:
-    """A coloured block placed near a waypoint.
+    """A block placed near a waypoint: a coloured block or an object.
+
+    A colour block has ``color`` set (a name of
+    :data:`~glove_ros.core.world.worldfile.BLOCK_COLORS`) and ``object`` empty; an object
+    has ``object`` set (a canonical COCO class, :mod:`glove_ros.core.world.labels`) and
+    ``color`` empty. :attr:`name` is what a look reports for it either way.
 
     ``offset`` is (forward, left) in metres in the waypoint's frame: the robot standing at
     the waypoint pose sees the block ``forward`` metres ahead and ``left`` to the left.
+    ``size`` is a colour block's edge (a cube) and an object's height (the simulator paints
+    a real photo of the class that tall, its width from the photo's aspect; default in a
+    world file :data:`OBJECT_SIZE`).
     """
 
     id: str
@@ -73,6 +89,12 @@ class Block:
     waypoint: str
     offset: tuple[float, float] = (0.6, 0.0)
     size: float = 0.05
+    object: str = ""
+
+    @property
+    def name(self) -> str:
+        """The object class if this is an object, else the colour."""
+        return self.object or self.color
 
 
 @dataclass(frozen=True)
