@@ -145,6 +145,65 @@ DEPLOYMENTS: dict[str, Deployment] = {
 }
 
 
+#: perception backends that run a trained detector: its classes are names a task may use
+#: ("find the cup"), so the planner's ``objects`` follows perception (:func:`linked_params`)
+DETECTOR_BACKENDS = ("darknet", "yolo")
+
+
+def linked_params(values: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:
+    """Parameters that one node's settings imply for another, for whatever builds the node
+    commands to add beneath its own overrides (an explicit value always wins).
+
+    ``values``: node name -> the parameters it gets (parameter file and overrides). One rule
+    today: when ``perception.backend`` is a trained detector (:data:`DETECTOR_BACKENDS`) and
+    the planner's ``objects`` is not given, the planner understands the detector's classes:
+    perception's ``classes`` of interest when it lists any, else ``['coco']`` (all 80).
+    """
+    perception, planner = values.get("perception", {}), values.get("planner", {})
+    if str(perception.get("backend", "")) not in DETECTOR_BACKENDS or "objects" in planner:
+        return {}
+    classes = perception.get("classes", ())
+    named = [str(c) for c in (classes if isinstance(classes, (list, tuple)) else [classes])
+             if str(c).strip()]
+    return {"planner": {"objects": named or ["coco"]}}
+
+
+def file_parameters(params_file: str, node: str, namespace: str = "") -> dict[str, object]:
+    """The values a ROS 2 parameter file gives ``node`` in ``namespace`` (sections ``/**``,
+    ``/**/node``, ``node``, ``/ns/node`` in file order, later ones winning; nested names
+    dotted). ``{}`` when the file cannot be read: the node itself reports that."""
+    try:
+        import yaml
+
+        with open(params_file) as f:
+            doc = yaml.safe_load(f)
+    except Exception:  # a missing or bad file is the node's error to report, not ours
+        return {}
+    fqn = f"{normalize_namespace(namespace)}/{node}"
+    out: dict[str, object] = {}
+    for key, section in (doc.items() if isinstance(doc, dict) else ()):
+        params = section.get("ros__parameters") if isinstance(section, dict) else None
+        if isinstance(key, str) and isinstance(params, dict) and _section_matches(key, fqn):
+            out.update(_flatten(params))
+    return out
+
+
+def _section_matches(key: str, node_fqn: str) -> bool:
+    k = key.strip() if key.strip().startswith("/") else "/" + key.strip()
+    pattern = re.escape(k).replace(r"/\*\*", "(?:/[^/]+)*").replace(r"\*", "[^/]+")
+    return re.fullmatch(pattern, node_fqn) is not None
+
+
+def _flatten(params: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def deployment(name: str) -> Deployment:
     """The deployment called ``name``; ValueError listing the known ones."""
     try:
@@ -245,14 +304,18 @@ def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, ob
                     remaps: Sequence[tuple[str, str]] = (), namespace: str = "",
                     deployment_name: str = "", log_level: str = "",
                     exit_on_failure: bool = False,
-                    robot: Mapping[str, str] | None = None) -> list[str]:
+                    robot: Mapping[str, str] | None = None,
+                    others: Mapping[str, Mapping[str, object]] | None = None) -> list[str]:
     """The command line that runs ``spec`` as its own process (what launch would do).
 
     ``deployment_name`` adds the deployment's per-namespace remaps (:func:`node_remaps`).
     ``exit_on_failure`` (for a supervisor that restarts the process) makes a lifecycle node
     exit with code 1 when its start fails instead of staying alive unconfigured. ``robot``:
     values of the deployment's robot arguments (with ``deployment_name``); ``overrides``
-    win over them.
+    win over them. What other nodes' settings imply for this one (:func:`linked_params`:
+    a trained detector in perception -> the planner's ``objects``) is read from
+    ``params_file`` and ``others`` (node name -> that node's overrides) and set beneath
+    everything explicit.
     """
     ns = normalize_namespace(namespace)
     if log_level and log_level not in LOG_LEVELS:
@@ -269,6 +332,11 @@ def process_command(spec: NodeSpec, params_file: str, overrides: Mapping[str, ob
                   **values}
     if exit_on_failure and spec.lifecycle:
         values.setdefault("exit_on_failure", True)
+    if spec.name == "planner":  # the only node a link sets today; no file read for others
+        seen = {n: {**file_parameters(params_file, n, ns), **dict((others or {}).get(n, {}))}
+                for n in ("perception", spec.name)}
+        seen[spec.name].update(values)
+        values = {**linked_params(seen).get(spec.name, {}), **values}
     for key, value in values.items():
         cmd += ["-p", f"{key}:={_param_text(value)}"]
     base = (node_remaps(deployment(deployment_name), spec, ns, robot) if deployment_name

@@ -30,7 +30,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from glove_ros.cli.fleet import leaf_launch
-from glove_ros.graph import deployment, launch_nodes
+from glove_ros.graph import deployment, file_parameters, launch_nodes, linked_params
 
 BOOL = {"true": True, "false": False, "1": True, "0": False}
 
@@ -93,12 +93,19 @@ def _nodes(context, deployment_name: str, node_params: dict):
         nodes.append(ExecuteProcess(cmd=leaf[0], name="fleet_leaf", output="screen",
                                     respawn=respawn,
                                     respawn_delay=float(arg("respawn_delay"))))
+    # what one node's settings imply for another (a trained detector -> the planner knows
+    # its classes), beneath everything given explicitly
+    linked = linked_params({name: {**file_parameters(arg("params_file"), name,
+                                                     arg("namespace")),
+                                   **extra.get(name, {})}
+                            for name in ("perception", "planner")})
     for spec in launch_nodes(dep, arg("namespace"),
                              _flag(arg("use_sim_time"), "use_sim_time", allow_empty=True),
                              arg("log_level"), exit_on_failure=respawn,
                              robot={a.name: arg(a.name) for a in dep.robot_args}):
         params = [arg("params_file")]
-        overrides = {**spec["overrides"], **extra.get(spec["name"], {})}
+        overrides = {**linked.get(spec["name"], {}), **spec["overrides"],
+                     **extra.get(spec["name"], {})}
         if overrides:
             params.append(overrides)
         nodes.append(Node(

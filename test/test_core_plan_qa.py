@@ -220,3 +220,100 @@ def test_default_model_answers_with_real_citations(memory):
             assert a.source == "llm" or "OLD fact" in (a.error or ""), \
                 (a.error, json.dumps(answer_schema(r)))
             assert a.cited and set(a.cited) <= set(r.ids) and a.tokens > 0
+
+
+# --------------------------------------------------------------------------------------------
+# objects (issue 27): answers.is_there / answers.last_seen over objects= looks
+
+
+def _seen(i, place, outcome, t, status=Status.TRUSTED, until=None, reason=""):
+    return MemoryEntry(i, Transition(place, "look", outcome, stamp=t), status, t, until, reason)
+
+
+@pytest.fixture()
+def objects_memory():
+    """The cup was in the kitchen; it moved to the office (the kitchen look that saw it was
+    suppressed as stale). Two people at the lab at the last look there. The hall was seen by
+    the colour detector only; the garage's one look was suppressed."""
+    why = "dissonance: newer looks disagree"
+    return [
+        _seen(1, "kitchen", "objects=cup,person", 100, Status.SUPPRESSED, 700, why),
+        _seen(2, "kitchen", "objects=chair", 650),
+        _seen(3, "kitchen", "objects=chair", 700),
+        _seen(4, "office", "objects=cup", 800),
+        _seen(5, "office", "objects=cup,laptop", 900),
+        _seen(6, "lab", "objects=person", 500),
+        _seen(7, "lab", "objects=", 600),
+        _seen(8, "lab", "objects=chair,person*2", 950),
+        _seen(9, "hall", "colors=red", 300),
+        _seen(10, "garage", "objects=cup", 200, Status.REPLACED, 600, why),
+        _seen(11, "pantry", "objects=cup", 990, Status.SUPPRESSED, 995, "nuisance"),
+    ]
+
+
+def test_is_there_yes_from_the_last_look_with_when_and_how_many(objects_memory):
+    from glove_ros.core.plan import answers
+
+    a = answers.is_there("cup", "office", objects_memory, NOW, kind="objects")
+    assert a.value == "yes" and a.cited == (5,), a.text
+    assert a.text == "Yes: my last look at office, 2 min ago (#5), saw the cup."
+    b = answers.is_there("person", "lab", objects_memory, NOW, kind="objects")
+    assert b.value == "yes" and b.cited == (8,) and "(2 of them)" in b.text
+
+
+def test_is_there_no_when_the_last_look_did_not_show_it(objects_memory):
+    from glove_ros.core.plan import answers
+
+    a = answers.is_there("cup", "kitchen", objects_memory, NOW, kind="objects")
+    # the stale look that saw the cup there is in the trail, never cited
+    assert a.value == "no" and a.cited == (3,), a.text
+    assert a.text.startswith("No: my last look at kitchen") and "#1" not in a.text
+    assert len(a.explain) == 1 and a.explain[0].startswith("#1 ") and "suppressed" in \
+        a.explain[0]
+    b = answers.is_there("chair", "lab", objects_memory, NOW, kind="objects")
+    assert b.value == "yes"
+    c = answers.is_there("person", "office", objects_memory, NOW, kind="objects")
+    assert c.value == "no" and c.cited == (5,)
+
+
+def test_is_there_unknown_rather_than_a_guess(objects_memory):
+    from glove_ros.core.plan import answers
+
+    never = answers.is_there("cup", "porch", objects_memory, NOW, kind="objects")
+    assert (never.value, never.cited) == ("unknown", ())
+    assert never.text == "I do not know: I have not looked at porch."
+    stale = answers.is_there("cup", "garage", objects_memory, NOW, kind="objects")
+    assert (stale.value, stale.cited) == ("unknown", ()) and "no longer trusted" in stale.text
+    assert stale.explain and stale.explain[0].startswith("#10 ")
+    # a colour look cannot say whether a cup is there
+    hall = answers.is_there("cup", "hall", objects_memory, NOW, kind="objects")
+    assert hall.value == "unknown" and "colour blocks only" in hall.text
+    red = answers.is_there("red", "hall", objects_memory, NOW)
+    assert red.value == "yes" and red.cited == (9,) and "the red block" in red.text
+
+
+def test_where_last_seen_an_object_cites_only_verified_looks(objects_memory):
+    from glove_ros.core.plan import answers
+
+    a = answers.last_seen("cup", objects_memory, NOW, kind="objects")
+    # pantry (#11) is newer but suppressed; kitchen (#1) and garage (#10) are stale
+    assert a.value == "office" and a.cited == (5, 4), a.text
+    assert a.text.startswith("I last saw the cup at office 2 min ago (2 trusted looks: #5, #4)")
+    assert not {1, 10, 11} & set(a.cited) and "#11" not in a.text
+    assert {x.split()[0] for x in a.explain} == {"#11", "#10", "#1"}
+    assert answers.last_seen("person", objects_memory, NOW, kind="objects").value == "lab"
+    # a colour of the same name is not the object, and the other way round
+    assert answers.last_seen("cup", objects_memory, NOW).value == ""
+    none = answers.last_seen("suitcase", objects_memory, NOW, kind="objects")
+    assert none.value == "" and none.text == "I have no trusted memory of the suitcase."
+    with pytest.raises(ValueError, match="kind must be one of colors, objects"):
+        answers.last_seen("cup", objects_memory, NOW, kind="things")
+
+
+def test_qa_retrieval_reads_object_looks(objects_memory):
+    r = retrieve(Question("where", obj="cup"), objects_memory, NOW)
+    assert r.facts[0].place == "office" and r.facts[0].objects == ("cup", "laptop")
+    a = TemplateAnswerer().answer(r)
+    assert a.value == "office" and a.cited[0] == 5
+    people = retrieve(Question("what_at", place="lab"), objects_memory, NOW)
+    assert people.facts[0].objects == ("chair", "person")  # counts dropped, names kept

@@ -15,7 +15,14 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
-from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
+from rosproc import (  # noqa: E402
+    NodeProcess,
+    answering_action_client,
+    call,
+    ros_client,
+    wait_for,
+    warm_record,
+)
 
 
 def _run_task(client, text: str, task_id: str, timeout: float = 120.0):
@@ -146,4 +153,79 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
         ok = _run_task(client, "find the blue block", "after_bad")
         assert ok.success  # a rejected task leaves the planner working
     for p in graph:
+        assert p.alive(), f"{p.name} died:\n{p.log()}"
+
+
+@pytest.fixture
+def answering_graph(tmp_path):
+    """Memory and planner only: no simulator, nothing that drives. The planner knows the 80
+    COCO classes, as the launch gives it with a trained detector."""
+    procs = [
+        NodeProcess("glove_ros.nodes.memory_node", tmp_path, {"db_path": str(tmp_path / "m.db")}),
+        NodeProcess("glove_ros.nodes.planner_node", tmp_path, {
+            "world": "jetrover_maze", "robot_id": "rover", "objects": ["coco"]}),
+    ]
+    yield procs
+    for p in procs:
+        p.stop()
+
+
+def test_object_questions_are_answered_from_memory_and_unknown_objects_refused(answering_graph):
+    """Over DDS: "is there a cup in the kitchen?" is answered from the looks in memory, citing
+    the look it rests on, and nothing is driven (a navigate_to_waypoint server here records
+    any goal); "find the garden gnome" is refused naming it, not mapped to a class."""
+    from rclpy.action import ActionServer
+
+    from glove_ros.action import NavigateToWaypoint, RunTask
+    from glove_ros.msg import Transition
+    from glove_ros.srv import RecordTransition
+
+    def logs():
+        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in answering_graph)
+
+    with ros_client("object_questions") as node:
+        drives: list[str] = []
+
+        def drive(handle):  # the robot must not move to answer: record, refuse
+            drives.append(handle.request.waypoint)
+            handle.abort()
+            return NavigateToWaypoint.Result()
+
+        ActionServer(node, NavigateToWaypoint, "navigate_to_waypoint", drive)
+        record = node.create_client(RecordTransition, "record_transition")
+        warm_record(node, record, timeout=60)
+        ids = {}
+        for place, outcome in (("kitchen", "objects=cup,person*2"), ("office", "objects=chair")):
+            resp = call(node, record, RecordTransition.Request(transition=Transition(
+                state_key=place, action="look", outcome=outcome, robot_id="rover")), 30)
+            assert resp.accepted, resp.message
+            ids[place] = int(resp.id)
+        client, probe = answering_action_client(
+            node, RunTask, "run_task", lambda a: RunTask.Goal(task="", task_id=f"w{a}"), logs)
+        assert probe.reason == "invalid_task"
+
+        cup = _run_task(client, "is there a cup in the kitchen?", "q_cup")
+        assert (cup.success, cup.intent, cup.reason, cup.understood_by) == (
+            True, "is_there", "answered", "rules"), (cup.reason, cup.answer, logs())
+        assert cup.steps == 0 and not cup.found_at
+        assert cup.answer.startswith("Yes: my last look at kitchen"), cup.answer
+        assert list(cup.cited_entries) == [ids["kitchen"]] and f"#{ids['kitchen']}" in cup.answer
+        people = _run_task(client, "are there people in the kitchen", "q_people")
+        assert people.success and "(2 of them)" in people.answer, people.answer
+        office = _run_task(client, "is the cup in the office?", "q_office")
+        assert office.success and office.answer.startswith("No:"), office.answer
+        assert list(office.cited_entries) == [ids["office"]]
+        lab = _run_task(client, "is there a sofa in the lab", "q_lab")
+        assert lab.success and lab.answer == "I do not know: I have not looked at lab."
+        assert not lab.cited_entries
+        where = _run_task(client, "where did you last see a cup?", "q_where")
+        assert where.intent == "where_last_seen" and "at kitchen" in where.answer, where.answer
+
+        gnome = _run_task(client, "find the garden gnome", "q_gnome")
+        assert not gnome.success and gnome.reason == "invalid_task"
+        assert "'garden gnome' is not a place, colour or object I know" in gnome.answer, \
+            gnome.answer
+        assert "objects: airplane, apple" in gnome.answer  # what it knows, a short list
+        assert drives == [], drives
+    for p in answering_graph:
         assert p.alive(), f"{p.name} died:\n{p.log()}"

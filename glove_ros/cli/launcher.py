@@ -475,7 +475,7 @@ def launch(args: argparse.Namespace) -> int:
                                                 namespace=args.namespace,
                                                 deployment_name=dep.name,
                                                 log_level=args.log_level,
-                                                exit_on_failure=True),
+                                                exit_on_failure=True, others=overrides),
                Backoff(max_restarts=args.max_restarts))
         for spec in dep.nodes
     ]

@@ -32,16 +32,23 @@ every field the action defines, with the robot's answer and the memories it rest
 Exit code 0 when the task succeeded, 1 when it failed, 2 when no planner answered.
 
 What it understands (a fixed grammar; with planner:=llm other phrasings go to the local
-LLM, which may only name places and colours the request itself says):
+LLM, which may only name places, colours and objects the request itself says):
   find the <colour> block                       search, looking at waypoints
+  find the <object>                             search for an object (cup, person, ...)
   go to the <place>                             drive there
   where did you last see the <colour> block?    answer from memory, do not move
+  where is the <object>? / where did you last see a <object>?   answer from memory
+  is there a <object> in the <place>?           answer from the last look there, do not move
+  is the <colour> block in the <place>?         the same for a colour block
   bring me to where you last saw the <colour> block   drive there
+  go to the <object> / go to where you last saw the <object>   drive there
   is the corridor between <place> and <place> open?   answer from memory
   what changed since yesterday? / in the last hour?   answer from memory
   go charge / return to the dock                dock
-A place or colour the robot does not know is refused and named, with what it does know:
-it is never replaced by the nearest known one.
+Objects are the detector's classes (the planner's objects parameter): COCO names such as
+cup, person, couch, dining table, with synonyms (sofa = couch, tv monitor = tv) and plurals.
+A place, colour or object the robot does not know is refused and named, with what it does
+know: it is never replaced by the nearest known one.
 
 It joins the graph of a running 'glove-ros launch' (the launch's ROS domain is read from
 its run file) unless ROS_DOMAIN_ID or --domain says otherwise, and works the same against
@@ -51,6 +58,7 @@ a real robot (--namespace when its nodes run in one).
 TASK_EXAMPLES = """\
 examples:
   glove-ros task "find the red block"
+  glove-ros task "is there a person in the kitchen?"   # objects: perception.backend darknet
   glove-ros task "bring me to where you last saw the blue block" --namespace /jetrover_1
   glove-ros task "find the green block" --episode 25   # simulator: drift events up to 25
 """

@@ -1,8 +1,9 @@
 """Planner node: the JetRover task agent with a local LLM, memory-driven.
 
-Takes tasks in words through the ``run_task`` action: "find the red block", "go to the
-kitchen", "bring me to where you last saw the blue block", "is the corridor between hall
-and lab open?", "what changed since yesterday?", "return to the dock" (a fixed grammar;
+Takes tasks in words through the ``run_task`` action: "find the red block", "find the cup",
+"go to the kitchen", "bring me to where you last saw the blue block", "is there a person in
+the kitchen?", "is the corridor between hall and lab open?", "what changed since
+yesterday?", "return to the dock" (a fixed grammar;
 other phrasings are parsed by the local LLM when ``planner:=llm``,
 :func:`glove_ros.core.plan.tasks.understand`). Questions and "last seen" goals are answered from
 memory with its history (:mod:`glove_ros.core.plan.answers`): the result's ``answer`` cites the
@@ -64,8 +65,14 @@ from glove_ros.core.ops.resend import resend_waits
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
 from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task, WorldMap
-from glove_ros.core.plan.tasks import TaskRequest, understand
-from glove_ros.core.world.observation import FreshFrames, LookConfig, colors_of, judge_frames
+from glove_ros.core.plan.tasks import TaskRequest, object_vocabulary, understand
+from glove_ros.core.world.observation import (
+    Frame,
+    FreshFrames,
+    LookConfig,
+    judge_frames,
+    kind_of_backend,
+)
 from glove_ros.core.world.perception import color_vocabulary
 from glove_ros.core.world.pose_stream import PoseStream, pose_at
 from glove_ros.core.world.worldfile import load_world
@@ -136,6 +143,12 @@ PARAMS = (
     Param("color_config_file", "", "the perception node's colour table (YAML); the task "
           "vocabulary is its colours plus the world file's ('' = the built-in table)",
           read_only=True),
+    Param("objects", [""], "object classes tasks may name besides the world file's objects "
+          "('find the cup', 'is there a person in the kitchen?'): [''] = the world file's "
+          "only; ['coco'] = the 80 COCO classes of a trained detector (glove-ros launch sets "
+          "it when the params file's perception.backend is darknet or yolo); or a list such as "
+          "[cup, person] (synonyms like sofa accepted). Others are refused by name",
+          read_only=True),
     Param("dock_service", True, "'return to the dock' calls the robot's dock service after "
           "arriving; false (the JetRover has none): arriving at the dock waypoint is the task"),
     Param("call_retries", 3, "re-sends of a request a (restarted) server did not answer"),
@@ -156,6 +169,7 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError("look.frames must be >= 1")
     LookConfig(frames=int(values["look.frames"]), min_count=int(values["look.min_count"]),
                min_frames=1).validate()
+    object_vocabulary(values["objects"])  # ValueError naming a bad entry
     if not 0 <= int(values["call_retries"]) <= 20:
         raise ValueError("call_retries must be within 0..20")
     for key in ("look.timeout", "nav_timeout", "llm.timeout_s", "locate_radius",
@@ -242,6 +256,7 @@ class PlannerNode(LifecycleNode):
             validate(values)
             world = load_world(resolve_world(str(values["world"])))
             self._map = WorldMap.from_world(world)
+            self._objects = object_vocabulary(values["objects"], world.objects)
             start = str(values["start_waypoint"])
             if start and not self._map.has(start):
                 raise ValueError(f"start_waypoint '{start}' is not on the map")
@@ -648,7 +663,7 @@ class PlannerNode(LifecycleNode):
         timeout = float(self.get_parameter("look.timeout").value)
         config = LookConfig(frames=n, min_count=int(self.get_parameter("look.min_count").value),
                             min_frames=1)
-        sets: list[frozenset[str]] = []
+        frames: list[Frame] = []
         self._publish_waypoint(waypoint)
         with self._frames_lock:
             self._frames.clear()  # only frames taken after arrival count
@@ -664,7 +679,19 @@ class PlannerNode(LifecycleNode):
             if frame.waypoint != waypoint or not gate.admit(
                     conv.seconds_from_time(frame.header.stamp)):
                 continue
-            sets.append(colors_of(frame.detections))
+            try:  # a trained detector's frames make an object look (objects=cup,person*2)
+                seen = Frame.from_detections(waypoint, frame.detections,
+                                             kind=kind_of_backend(frame.backend))
+            except ValueError as exc:  # unknown backend, or a name a look cannot hold
+                self.get_logger().warning(f"frame at '{waypoint}' ignored: {exc}",
+                                          throttle_duration_sec=10.0)
+                continue
+            if frames and seen.kind != frames[0].kind:  # the backend changed mid-look
+                self.get_logger().warning(
+                    f"frame at '{waypoint}' ignored: a {seen.kind} frame in a look of "
+                    f"{frames[0].kind} (did perception's backend change?)")
+                continue
+            frames.append(seen)
             used += 1
         if used == 0:
             self.get_logger().error(
@@ -672,7 +699,7 @@ class PlannerNode(LifecycleNode):
                 + (f" ({gate.stale} dropped as captured before the look began: is the camera "
                    "stamped on this node's clock? use_sim_time must match)" if gate.stale else ""))
             return None
-        return judge_frames(sets, config, waypoint).outcome
+        return judge_frames(frames, config, waypoint).outcome
 
     # actions ---------------------------------------------------------------------------
     def _execute_task(self, handle: Any) -> Any:
@@ -682,7 +709,7 @@ class PlannerNode(LifecycleNode):
         assert agent is not None and self._map is not None
         try:
             req, how = understand(goal.task, self._colors, self._map.waypoint_ids,
-                                   self._parse_llm())
+                                   self._parse_llm(), self._objects)
         except ValueError as exc:
             self.get_logger().warning(str(exc))
             result.success, result.reason, result.answer = False, "invalid_task", str(exc)
@@ -792,10 +819,13 @@ class PlannerNode(LifecycleNode):
             result = RunTask.Result()
             answer = None
             try:
-                now = self._now()
+                now, kind = self._now(), req.look_kind or "colors"
                 if req.intent in ("go_to_last_seen", "where_last_seen"):  # the latter: say only
                     answer = answers.last_seen(req.colour, self._view.history(action="look"),
-                                               now)
+                                               now, kind=kind)
+                elif req.intent == "is_there":  # from the looks there; never drives
+                    answer = answers.is_there(req.colour, req.waypoint, self._view.history(
+                        req.waypoint, "look"), now, kind=kind)
                 elif req.intent == "corridor_status":
                     answer = answers.corridor_status(
                         req.waypoint, req.waypoint2, self._view.history(action="navigate_to"),

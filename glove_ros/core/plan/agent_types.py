@@ -84,15 +84,20 @@ def _pose_tuple(pose: Any) -> tuple[float, float, float] | None:
 
 @dataclass(frozen=True)
 class Task:
-    """A search task: find the block of ``color``. ``id`` becomes the episode id."""
+    """A search task: find ``color``, the name a look reports when it sees the target: a
+    colour block's colour ("red") or an object class ("cup", "dining table"; see
+    :mod:`glove_ros.core.memory.looks`). ``id`` becomes the episode id."""
 
     color: str
     id: str = ""
 
     def validate(self) -> Task:
-        """Raise ValueError for an empty colour or id with a comma / NUL."""
-        if not isinstance(self.color, str) or not self.color.strip() or "," in self.color:
-            raise ValueError(f"task colour must be a non-empty colour name, got {self.color!r}")
+        """Raise ValueError for an empty target, one holding ``,`` ``=`` or ``*`` (no look
+        could report it), or an id with a NUL."""
+        if (not isinstance(self.color, str) or not self.color.strip()
+                or any(c in self.color for c in ",=*")):
+            raise ValueError(f"task target must be a non-empty colour or object class name "
+                             f"without ',', '=' or '*', got {self.color!r}")
         if not isinstance(self.id, str) or "\x00" in self.id:
             raise ValueError(f"task id must be a string, got {self.id!r}")
         return self

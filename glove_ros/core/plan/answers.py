@@ -6,14 +6,20 @@ questions, or that need memory to pick a goal, from experience memory *with its 
 and replaced ones are named as such, with the verifier's reason (the explain trail), so a
 person sees both what the robot believes and what it stopped believing and why.
 
-* :func:`last_seen` -- where a colour was last seen by a trusted look ("bring me to where
-  you last saw the blue block").
+* :func:`last_seen` -- where a colour or an object was last seen by a trusted look ("bring
+  me to where you last saw the blue block", "where did you last see a suitcase?").
+* :func:`is_there` -- yes / no / unknown for "is there a person in the kitchen?", from the
+  last trusted look there (never a guess: no look there, no answer).
 * :func:`corridor_status` -- open / blocked / unknown for the corridor between two
   waypoints, from trusted ``navigate_to`` entries in both directions.
 * :func:`changes_since` -- what memory learned or stopped believing since a time.
 
 Each returns an :class:`Answer`: one paragraph of text, the cited entry ids and the explain
 trail (one line per suppressed or replaced entry that bears on the question).
+
+A target is a colour (looks ``colors=blue,red``: "the red block") or an object class (looks
+``objects=cup,person*2``: "the cup"), as ``kind`` says (:mod:`glove_ros.core.memory.looks`);
+only looks of that kind speak about it, so a colour look never answers for a cup.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from glove_ros.core.llm.prompts import age_text
+from glove_ros.core.memory.looks import LOOK_KINDS, look_counts, look_kind
 
-__all__ = ["Answer", "last_seen", "corridor_status", "changes_since", "STATUS_NAMES"]
+__all__ = ["Answer", "last_seen", "is_there", "corridor_status", "changes_since",
+           "STATUS_NAMES"]
 
 STATUS_NAMES = {0: "trusted", 1: "suppressed", 2: "replaced"}
 _LOOK, _NAV = "look", "navigate_to"
@@ -45,15 +53,25 @@ class Answer:
     explain: tuple[str, ...] = ()
 
 
-def _colours(outcome: str) -> set[str]:
-    if not outcome.startswith("colors="):
-        return set()
-    return {c for c in outcome[len("colors="):].split(",") if c}
+def _counts(outcome: str, kind: str) -> dict[str, int]:
+    """Name -> count of a look outcome of ``kind``; {} for another kind or a bad outcome."""
+    if look_kind(outcome) != kind:
+        return {}
+    try:
+        return look_counts(outcome)
+    except ValueError:
+        return {}
+
+
+def _noun(target: str, kind: str) -> str:
+    if kind not in LOOK_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LOOK_KINDS)}, got {kind!r}")
+    return f"{target} block" if kind == "colors" else target
 
 
 def _trail(e: Any, now: float) -> str:
     t = e.transition
-    what = (f"look at {t.state_key} saw {t.outcome[len('colors='):] or 'nothing'}"
+    what = (f"look at {t.state_key} saw {t.outcome.split('=', 1)[-1] or 'nothing'}"
             if t.action == _LOOK else f"{t.state_key} -> {t.action_arg}: {t.outcome}")
     when = age_text(now - (e.valid_until or e.valid_from))
     by = f", replaced by #{e.replaced_by}" if getattr(e, "replaced_by", None) else ""
@@ -69,26 +87,74 @@ def _cite(ids: Sequence[int]) -> str:
     return ", ".join(f"#{i}" for i in ids)
 
 
-def last_seen(colour: str, entries: Iterable[Any], now: float) -> Answer:
-    """Where ``colour`` was last seen by a trusted look (newest wins); stale looks that saw
-    it elsewhere go to the explain trail."""
+def last_seen(colour: str, entries: Iterable[Any], now: float, *, kind: str = "colors"
+              ) -> Answer:
+    """Where ``colour`` (a colour, or with ``kind="objects"`` an object class) was last seen
+    by a trusted look (newest wins); stale looks that saw it elsewhere go to the explain
+    trail and are never cited."""
+    noun = _noun(colour, kind)
     looks = [e for e in entries if e.transition.action == _LOOK
-             and colour in _colours(e.transition.outcome)]
+             and colour in _counts(e.transition.outcome, kind)]
     trusted = [e for e in looks if int(e.status) == 0]
     stale = [e for e in looks if int(e.status) != 0]
     trail = tuple(_trail(e, now) for e in sorted(stale, key=lambda e: -e.id)[:5])
     if not trusted:
         extra = (" Memories that saw it were suppressed as stale (see the explain trail)."
                  if stale else "")
-        return Answer(f"I have no trusted memory of the {colour} block.{extra}", "", (), trail)
+        return Answer(f"I have no trusted memory of the {noun}.{extra}", "", (), trail)
     newest = max(trusted, key=lambda e: (e.valid_from, e.id))
     wp = newest.transition.state_key
     same = [e for e in trusted if e.transition.state_key == wp]
-    text = (f"I last saw the {colour} block at {wp} {age_text(now - newest.valid_from)} "
+    text = (f"I last saw the {noun} at {wp} {age_text(now - newest.valid_from)} "
             f"({len(same)} trusted look{'s' if len(same) != 1 else ''}: {_cite(_ids(same))}).")
     if stale:
         text += f" {len(stale)} older look(s) of it are no longer trusted (explain trail)."
     return Answer(text, wp, _ids(same), trail)
+
+
+def is_there(target: str, place: str, entries: Iterable[Any], now: float, *,
+             kind: str = "colors") -> Answer:
+    """Is ``target`` at ``place``? From the newest trusted look there of ``kind``:
+
+    * ``yes``: that look saw it (with when, and how many when it saw several);
+    * ``no``: that look did not show it (an earlier trusted sighting there is mentioned);
+    * ``unknown``: no trusted look of that kind there: never looked, the looks there were
+      suppressed as stale (explain trail), or they saw only the other kind.
+
+    The answer cites the one look it rests on; suppressed and replaced looks are never cited.
+    """
+    noun = _noun(target, kind)
+    here = [e for e in entries if e.transition.action == _LOOK
+            and e.transition.state_key == place]
+    looks = [e for e in here if look_kind(e.transition.outcome) == kind]
+    trusted = [e for e in looks if int(e.status) == 0]
+    stale = [e for e in looks if int(e.status) != 0]
+    trail = tuple(_trail(e, now) for e in sorted(stale, key=lambda e: -e.id)[:5])
+    if not trusted:
+        if stale:
+            text = (f"I do not know whether the {noun} is at {place}: my {len(stale)} look(s) "
+                    "there are no longer trusted (explain trail).")
+        elif here:
+            text = (f"I do not know whether the {noun} is at {place}: my looks there recorded "
+                    f"{'objects' if kind == 'colors' else 'colour blocks'} only.")
+        else:
+            text = f"I do not know: I have not looked at {place}."
+        return Answer(text, "unknown", (), trail)
+    newest = max(trusted, key=lambda e: (e.valid_from, e.id))
+    age = age_text(now - newest.valid_from)
+    n = _counts(newest.transition.outcome, kind).get(target, 0)
+    if n:
+        text = (f"Yes: my last look at {place}, {age} (#{newest.id}), saw the {noun}"
+                f"{f' ({n} of them)' if n > 1 else ''}.")
+    else:
+        text = f"No: my last look at {place}, {age} (#{newest.id}), did not show the {noun}."
+        before = [e for e in trusted if target in _counts(e.transition.outcome, kind)]
+        if before:
+            last = max(before, key=lambda e: (e.valid_from, e.id))
+            text += f" I saw it there before, {age_text(now - last.valid_from)} (#{last.id})."
+    if stale:
+        text += f" {len(stale)} older look(s) there are no longer trusted (explain trail)."
+    return Answer(text, "yes" if n else "no", (int(newest.id),), trail)
 
 
 def corridor_status(a: str, b: str, entries: Iterable[Any], now: float) -> Answer:

@@ -30,8 +30,10 @@ Three separately testable pieces:
    :mod:`glove_ros.core.plan.qa_prompt`.
 
 Both return a :class:`QaAnswer`: text, machine-readable value, cited ids, stale flag, source
-(``llm`` / ``template``), latency and tokens. Objects are what looks record (colours in
-``colors=a,b`` outcomes); ``labels`` maps them to what a person calls them ("red kettle").
+(``llm`` / ``template``), latency and tokens. Objects are what looks record: colours in
+``colors=a,b`` outcomes or object classes in ``objects=cup,person*2`` ones, counts dropped
+(:mod:`glove_ros.core.memory.looks`); ``labels`` maps them to what a person calls them ("red
+kettle").
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from glove_ros.core.llm.prompts import age_text
+from glove_ros.core.memory.looks import is_look_signature, look_names
 from glove_ros.core.plan.qa_prompt import EXAMPLES, PROMPT_SHA256, SYSTEM_PROMPT
 
 __all__ = ["KINDS", "Question", "Fact", "Retrieved", "QaAnswer", "Answerer", "retrieve",
@@ -199,9 +202,12 @@ class Answerer(Protocol):
 
 
 def _objects(outcome: str) -> tuple[str, ...] | None:
-    if not outcome.startswith("colors="):
+    if not is_look_signature(outcome):
         return None
-    return tuple(sorted({c for c in outcome[len("colors="):].split(",") if c}))
+    try:
+        return tuple(sorted(look_names(outcome)))
+    except ValueError:  # a malformed count: not a look this can read
+        return None
 
 
 _NAV_STATE = {"reached": "open", "blocked": "closed"}
