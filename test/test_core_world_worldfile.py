@@ -425,3 +425,26 @@ def test_home_objects_world_has_objects_and_drift():
     a, b = closes[0].edge
     assert w.shortest_path(a, b, avoid_edges=[(a, b)]) is not None  # a detour exists
     assert {e.type for e in w.nuisance_events()} >= {"shift_block", "new_obstacle"}
+
+
+def test_unique_objects_are_declared_at_a_site_or_inferred_for_colour_blocks():
+    """A colour world infers its unique colours (one block each); an object world assumes
+    nothing unique unless its file says so (a person is not a fixture); a declared name
+    that no block has is refused by name."""
+    from glove_ros.core.world.worldfile import load_world
+
+    assert load_world("small").unique_names() == ("blue", "red")
+    home = load_world("home_objects")
+    assert home.unique_objects == ("cup",) and home.unique_names() == ("cup",)
+    data = home.to_dict()
+    assert World.from_dict(data) == home
+    data.pop("unique_objects")
+    assert World.from_dict(data).unique_names() == ()  # nothing assumed of cat or person
+    data["unique_objects"] = ["mug"]  # a synonym: the cup
+    assert World.from_dict(data).unique_names() == ("cup",)
+    data["unique_objects"] = ["dog"]
+    with pytest.raises(ValueError, match="unique_objects: 'dog' is not the colour or class"):
+        World.from_dict(data)
+    data["unique_objects"] = "cup"
+    with pytest.raises(ValueError, match="unique_objects must be a list"):
+        World.from_dict(data)

@@ -1,15 +1,18 @@
-"""JetRover block-search benchmark: drift metrics of one run (detection delay, false alarms,
-deadlocks), per place (a waypoint's look, a corridor).
+"""JetRover search benchmark: drift metrics of one run (detection delay, false alarms,
+deadlocks), per place (a waypoint's look, a corridor), and the detector's measured rates.
 
 :class:`DriftTracker` only watches a :class:`~glove_ros.benchmarks._jetrover_runner.ModeRunner`
 (its memory and the simulator's truth); it is separate from the loop that drives the robot.
+:class:`DetectorRates` tallies what the detector saw against what was there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from glove_ros.core.memory.experience import Transition
+from glove_ros.core.memory.looks import look_names
 from glove_ros.core.plan.agent_types import (
     ACTION_LOOK,
     ACTION_NAVIGATE,
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "DetectorRates",
     "DriftTracker",
     "Place",
     "place_of",
@@ -106,7 +110,7 @@ class DriftTracker:
             seen = [colors_of(o) for o in outs]
             believed = {c for c in set().union(*seen)
                         if sum(c in x for x in seen) / len(seen) >= cfg.belief_threshold}
-            return believed == set(state.colors_at(place[1]))
+            return believed == set(look_names(state.expected_signature(place[1])))
         a, b = place[1], place[2]
         believed_blocked = False
         for src, dst in ((a, b), (b, a)):
@@ -212,3 +216,54 @@ class DriftTracker:
             if not tried and not seen:
                 out.append(c["place"])
         return out
+
+
+class DetectorRates:
+    """The detector's measured rates on the frames and looks a benchmark run judged.
+
+    Per class: *hit rate where present* (frames in which it was painted and detected, of the
+    frames in which it was painted), *false detections where absent* (frames in which it
+    was detected although not painted, of the frames without it), and how often a hit had
+    the right count; the same per look (the k-of-n outcome against the waypoint's truth,
+    which includes objects a nuisance hid from the camera). Frames are counted once each (by
+    pixel digest) and looks once per set of frames, however many methods met them: the
+    rates describe the scenes, not how often a method looked.
+    """
+
+    def __init__(self) -> None:
+        self._frames: dict[Hashable, tuple[dict[str, int], dict[str, int]]] = {}
+        self._looks: dict[Hashable, tuple[dict[str, int], dict[str, int]]] = {}
+
+    def frame(self, key: Hashable, present: Mapping[str, int],
+              detected: Mapping[str, int]) -> None:
+        """One judged frame: class -> instances painted and detected."""
+        self._frames.setdefault(key, (dict(present), dict(detected)))
+
+    def look(self, key: Hashable, truth: Mapping[str, int], seen: Mapping[str, int]) -> None:
+        """One look (``key``: its frames' digests): class -> instances there and judged."""
+        self._looks.setdefault(key, (dict(truth), dict(seen)))
+
+    @staticmethod
+    def _rates(items: Iterable[tuple[dict[str, int], dict[str, int]]]) -> dict[str, Any]:
+        rows = list(items)
+        classes = sorted({c for p, d in rows for c in (*p, *d)})
+        out: dict[str, Any] = {}
+        for c in classes:
+            present = [(p, d) for p, d in rows if c in p]
+            absent = [d for p, d in rows if c not in p]
+            hits = [(p, d) for p, d in present if c in d]
+            false = [d for d in absent if c in d]
+            out[c] = {
+                "present": len(present), "hits": len(hits),
+                "hit_rate": round(len(hits) / len(present), 4) if present else None,
+                "count_right": sum(d[c] == p[c] for p, d in hits),
+                "absent": len(absent), "false": len(false),
+                "false_rate": round(len(false) / len(absent), 4) if absent else None,
+            }
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """``{frames, looks, per_frame: {class: rates}, per_look: {class: rates}}``."""
+        return {"frames": len(self._frames), "looks": len(self._looks),
+                "per_frame": self._rates(self._frames.values()),
+                "per_look": self._rates(self._looks.values())}

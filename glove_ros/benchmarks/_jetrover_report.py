@@ -57,16 +57,100 @@ def format_table(doc: Mapping[str, Any]) -> str:
         v = ratios.get(f"steps_static_over_{m}")
         if v is not None:
             lines.append(f"static memory needs {v:.2f}x the steps per task of GLOVE-{m}")
+    for kind, label in (("bare", "best_baseline"), ("retest", "best_retest")):
+        b = doc.get("best_baseline", {}).get(kind)
+        v = ratios.get(f"steps_{label}_over_async")
+        if b is not None and v is not None:
+            lines.append(f"the best {'baseline' if kind == 'bare' else 're-test arm'}, "
+                         f"{_label(b)}, needs {v:.2f}x the steps per task of GLOVE-async")
+    lines += _drift_lines(doc)
+    lines += _perception_lines(doc)
     lines.append("false alarms: alerts on a (state, action) no drift event touched where "
                  "memory agreed with the world; stale goals: first goal believed to hold the "
                  "colour but did not")
     return "\n".join(lines)
 
 
+def _label(b: Mapping[str, Any]) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in b.get("params", {}).items())
+    return f"{b['name']}({params})" if params else b["name"]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for k, r in enumerate(rows):
+        out.append("  ".join(c.ljust(wd) if i == 0 else c.rjust(wd)
+                             for i, (c, wd) in enumerate(zip(r, widths, strict=True))))
+        if k == 0:
+            out.append("  ".join("-" * wd for wd in widths))
+    return out
+
+
+def _drift_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Per method: detection delay, false alarms per 1,000 looks, stale goals and steps
+    after the first drift (``modes.<m>.drift``)."""
+    rows = [["method", "params", "success", "steps/task", "stale goals", "delay med/max",
+             "undetected", "false alarms", "looks", "FA/1k looks", "FA/1k trans."]]
+    for mode, r in doc["modes"].items():
+        d = r.get("drift")
+        if d is None:
+            continue
+        delay = "-" if d["delay_median"] is None else f"{d['delay_median']}/{d['delay_max']}"
+        params = ",".join(f"{k}={v}" for k, v in r.get("params", {}).items()) or "-"
+        rows.append([mode, params, f"{d['drift_successes']}/{d['drift_tasks']}",
+                     f"{d['steps_per_task']:.2f}" if d["steps_per_task"] is not None else "-",
+                     str(d["stale_goals"]), delay,
+                     f"{d['undetected']}/{d['stale_changes']}", str(d["false_alarms"]),
+                     str(d["looks"]), f"{d['false_alarms_per_1000_looks']:.2f}",
+                     f"{d['false_alarms_per_1000']:.2f}"])
+    if len(rows) == 1:
+        return []
+    return ["", "drift metrics from the first drift on (detection delay: visits to a changed "
+            "place until the method's memory there matches; false alarms over the whole run):",
+            *_table(rows)]
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _perception_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The detector's cache use and measured rates on this run's frames and looks."""
+    p = doc.get("perception")
+    if not p:
+        cfg = doc["config"]
+        if cfg.get("perception") == "oracle":
+            return ["perception: the simulator's ground truth (oracle perception, no detector)"]
+        return []
+    rule = p.get("look_rule", {})
+    frames = max(1, p["frames"])
+    lines = ["", f"perception: camera, {p['detector']} detector, a class is seen in "
+             f"{rule.get('min_count')} of {rule.get('frames')} frames; {p['frames']} frames "
+             f"judged, {p['detector_runs']} detector runs, {p['cache_hits']} cache hits "
+             f"({p['cache_hits'] / frames:.0%}), {p['disk_hits']} from disk"]
+    rates = p.get("rates", {})
+    rows = [["class", "frames present", "hit rate", "count right", "frames absent",
+             "false rate", "looks present", "look hit rate", "look false rate"]]
+    pl = rates.get("per_look", {})
+    for c, r in rates.get("per_frame", {}).items():
+        lk = pl.get(c, {})
+        rows.append([c, str(r["present"]), _pct(r["hit_rate"]), str(r["count_right"]),
+                     str(r["absent"]), _pct(r["false_rate"]), str(lk.get("present", 0)),
+                     _pct(lk.get("hit_rate")), _pct(lk.get("false_rate"))])
+    if len(rows) > 1:
+        lines.append(f"detector rates on this run's {rates.get('frames', 0)} distinct frames "
+                     f"and {rates.get('looks', 0)} distinct looks (hit: detected where "
+                     "painted / there; false: detected where absent):")
+        lines += _table(rows)
+    return lines
+
+
 def write_plot(doc: Mapping[str, Any], path: Path, window: int = 5) -> None:
     """Per mode over episodes: rolling success rate, steps per task, and the cumulative
     count of stale goals (drives to where memory wrongly believed the block was); drift
-    events marked."""
+    events marked. With baselines, the best bare rule and the best re-test arm are drawn
+    and labelled, the other baselines as thin grey lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,18 +159,24 @@ def write_plot(doc: Mapping[str, Any], path: Path, window: int = 5) -> None:
     fig, axes = plt.subplots(3, 1, figsize=(8.0, 8.0), sharex=True)
     ax1, ax2, ax3 = axes
     styles = {"async": ("-", 2.5), "sync": ("--", 1.8), "static": (":", 2.2)}
+    best = {b["name"] for b in doc.get("best_baseline", {}).values()}
     for mode, r in doc["modes"].items():
         eps = r["episodes"]
         ls, lw = styles.get(mode, ("-", 1.5))
+        extra: dict[str, Any] = {}
+        if best and mode in doc.get("baseline_sweep", {}) and mode not in best:
+            extra = {"color": "0.75", "zorder": 1}
+            lw = 0.8
+            mode = "_" + mode  # no legend entry
         x = np.array([e["episode"] for e in eps])
         ok = np.array([1.0 if e["success"] else 0.0 for e in eps])
         steps = np.array([e["steps"] for e in eps], dtype=float)
         stale = np.cumsum([1 if e["stale_goal"] else 0 for e in eps])
         k = max(1, min(window, len(ok)))
         roll = np.array([ok[max(0, i - k + 1): i + 1].mean() for i in range(len(ok))])
-        ax1.plot(x, roll, ls, linewidth=lw, label=mode, drawstyle="steps-post")
-        ax2.plot(x, steps, ls, linewidth=lw, label=mode, marker=".")
-        ax3.plot(x, stale, ls, linewidth=lw, label=mode, drawstyle="steps-post")
+        ax1.plot(x, roll, ls, linewidth=lw, label=mode, drawstyle="steps-post", **extra)
+        ax2.plot(x, steps, ls, linewidth=lw, label=mode, marker=".", **extra)
+        ax3.plot(x, stale, ls, linewidth=lw, label=mode, drawstyle="steps-post", **extra)
     ax1.set_ylim(-0.05, 1.1)
     ax1.set_ylabel(f"success (rolling {window})")
     ax2.set_ylabel("steps per task")

@@ -1,17 +1,21 @@
-"""JetRover block-search benchmark: the core loop of one memory method (:class:`ModeRunner`).
+"""JetRover search benchmark: the core loop of one memory method (:class:`ModeRunner`).
 
-Simulator, camera frames and colour detector, the task agent, experience memory with the
-GLOVE verifier or a baseline view, probes and the stuck hook: one method through the task
-sequence, and its per-phase result. Separate from the entry points that run methods side
-by side and from the report.
+Simulator, camera frames and detector (the colour detector, or the shipped darknet
+YOLOv3-tiny with its detections cached per frame: :class:`DetectionCache`), the task agent,
+experience memory with the GLOVE verifier or a baseline view, probes and the stuck hook: one
+method through the task sequence, and its per-phase result. Separate from the entry points
+that run methods side by side and from the report.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +31,9 @@ from glove_ros.benchmarks._jetrover_config import (
     phase_plan,
     verifier_settings,
 )
-from glove_ros.benchmarks._jetrover_drift import DriftTracker, place_of
+from glove_ros.benchmarks._jetrover_drift import DetectorRates, DriftTracker, place_of
 from glove_ros.core.memory.experience import MemoryEntry, Status, Transition
+from glove_ros.core.memory.looks import look_counts, look_names
 from glove_ros.core.memory.store import ExperienceStore
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
 from glove_ros.core.plan.agent_memory import MemoryView, StoreMemoryView
@@ -47,22 +52,156 @@ from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.memory_views import RULE_PARAMS, OracleView, RuleView, make_view
 from glove_ros.core.verify.retest import make_retest_view, retest_names, split_retest
 from glove_ros.core.verify.verifier import GloveVerifier
+from glove_ros.core.world.observation import Frame, LookConfig, judge_frames
 from glove_ros.core.world.perception import (
     ColorBlockDetector,
     ColorDetectorConfig,
+    Detection,
     outcome_signature,
 )
 from glove_ros.core.world.sim import Simulator
 from glove_ros.core.world.worldfile import World, edge_key
 
 __all__ = [
+    "DetectionCache",
     "ModeRunner",
+    "frame_digest",
 ]
+
+
+# --------------------------------------------------------------------------- darknet
+
+
+def frame_digest(frame: np.ndarray) -> str:
+    """A digest of a frame's pixels (and shape): equal digests, equal frames."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((frame.shape, str(frame.dtype))).encode())
+    h.update(np.ascontiguousarray(frame).tobytes())
+    return h.hexdigest()
+
+
+class DetectionCache:
+    """The darknet detector's detections per frame, keyed by the digest of the frame's
+    pixels; one per process and detector setting (:meth:`shared`), optionally kept in a
+    folder across runs.
+
+    Why the pixels: with common noise the k-th look at a waypoint in an episode renders the
+    same frame in every method whose world is the same there (placements, nuisance obstacles,
+    dropouts, pose); the pixel digest states that condition exactly, where a key built by
+    hand from (noise key, placements, pose) would miss a dropout or a passing obstacle. The
+    frame is rendered anyway (rendering is a few ms, and it consumes the simulator's dropout
+    frames: skipping it would change the run); what a hit saves is the ~60-100 ms forward
+    pass. Detections are the same whether they came from the cache or the network, so a
+    result never depends on the cache.
+
+    On disk (``folder``): ``<folder>/darknet-<key>.jsonl``, ``key`` a hash of the detector
+    config, the weights' sha256 and the OpenCV version (:attr:`settings`); one JSON line
+    per frame, ``{"frame": digest, "detections": [[label, score, x, y, w, h], ...]}``,
+    appended as frames are first detected. No world file hash is needed: the pixels name the
+    scene. Delete the folder to start afresh.
+    """
+
+    _shared: dict[tuple[str, str], DetectionCache] = {}
+
+    def __init__(self, detector: Any, folder: str | Path | None = None) -> None:
+        import cv2
+
+        from glove_ros.core.world.darknet import SHIPPED_FILES
+
+        self.detector = detector
+        self.settings = {
+            "backend": "darknet",
+            "config": asdict(detector.config),
+            "weights_sha256": SHIPPED_FILES["weights"][2]
+            if Path(detector.model.weights).name == SHIPPED_FILES["weights"][0]
+            else str(detector.model.weights),
+            "opencv": cv2.__version__,
+        }
+        self.key = hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()
+                                  ).hexdigest()[:16]
+        self._memo: dict[str, tuple[Detection, ...]] = {}
+        self._from_disk: set[str] = set()
+        self.path: Path | None = None
+        if folder:
+            self.path = Path(folder) / f"darknet-{self.key}.jsonl"
+            self._load()
+        self.runs = 0
+        self.hits = 0
+        self.disk_hits = 0
+        self.detect_s = 0.0
+
+    @classmethod
+    def shared(cls, folder: str = "", config: Any = None) -> DetectionCache:
+        """The process's cache for the shipped detector with ``config`` (default
+        :class:`~glove_ros.core.world.darknet.DarknetConfig`) and ``folder``."""
+        from glove_ros.core.world.darknet import DarknetConfig, DarknetDetector
+
+        cfg = config or DarknetConfig()
+        k = (json.dumps(asdict(cfg), sort_keys=True), str(folder))
+        if k not in cls._shared:
+            cls._shared[k] = cls(DarknetDetector(cfg), folder or None)
+        return cls._shared[k]
+
+    def _load(self) -> None:
+        assert self.path is not None
+        if not self.path.exists():
+            return
+        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                row = json.loads(line)
+                dets = tuple(Detection(str(d[0]), "", int(d[2]), int(d[3]), int(d[4]),
+                                       int(d[5]), float(d[1])) for d in row["detections"])
+                self._memo[str(row["frame"])] = dets
+                self._from_disk.add(str(row["frame"]))
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise ValueError(f"{self.path}:{n}: not a detection cache line ({exc}); "
+                                 "delete the file to rebuild it") from exc
+
+    def detect(self, frame: np.ndarray) -> tuple[str, tuple[Detection, ...], str]:
+        """``(digest, detections, source)`` of ``frame``; source ``run`` (the network ran),
+        ``memory`` (seen before in this process) or ``disk`` (from the folder)."""
+        digest = frame_digest(frame)
+        dets = self._memo.get(digest)
+        if dets is not None:
+            if digest in self._from_disk:
+                self._from_disk.discard(digest)  # counted once; later hits are in memory
+                self.disk_hits += 1
+                return digest, dets, "disk"
+            self.hits += 1
+            return digest, dets, "memory"
+        t0 = time.perf_counter()
+        dets = tuple(self.detector.detect(frame))
+        self.detect_s += time.perf_counter() - t0
+        self.runs += 1
+        self._memo[digest] = dets
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            row = {"frame": digest, "detections": [[d.label, d.confidence, d.x, d.y, d.width,
+                                                     d.height] for d in dets]}
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, separators=(",", ":")) + "\n")
+        return digest, dets, "run"
+
+    def stats(self) -> dict[str, Any]:
+        """Frames detected by the network, hits in memory and from disk, seconds spent."""
+        return {"detector_runs": self.runs, "cache_hits": self.hits,
+                "disk_hits": self.disk_hits, "detect_s": round(self.detect_s, 3),
+                "settings": self.settings, "file": str(self.path) if self.path else None}
 
 
 def _truth(sim: Simulator) -> tuple[dict[str, str], frozenset[tuple[str, str]]]:
     return ({w: sim.state.expected_signature(w) for w in sim.world.waypoint_ids},
             sim.state.blocked_edges)
+
+
+def _painted(sim: Simulator, waypoint: str) -> dict[str, int]:
+    """Class -> instances painted in the last rendered frame (what the detector could see:
+    nuisance-hidden blocks and obstacles left out); the state's truth at ``waypoint`` when
+    the render does not say."""
+    counts = getattr(getattr(sim, "last_render", None), "counts", None)
+    if counts is None:
+        return look_counts(sim.state.expected_signature(waypoint))
+    return dict(counts)
 
 
 @dataclass
@@ -106,13 +245,21 @@ class ModeRunner:
     (:mod:`glove_ros.core.verify.retest`).
 
     ``planner_factory`` builds a fresh planner (default :class:`GreedyPlanner`); ``db_path``
-    is the store file (default: a temporary directory removed afterwards).
+    is the store file (default: a temporary directory removed afterwards); ``rates``
+    tallies the detector's measured rates (:class:`DetectorRates`, shared by the methods
+    of one benchmark run; default: this runner's own).
+
+    Looks (:meth:`look_signature`) come from the configured perception: the colour
+    detector on rendered frames (colour worlds), the darknet detector on rendered frames
+    judged by the k-of-n look rule (object worlds), or the simulator's ground truth
+    (``perception="oracle"``).
     """
 
     def __init__(self, world: World, mode: str, config: BenchConfig | None = None,
                  planner_factory: Callable[[], Any] | None = None,
                  db_path: str | Path | None = None,
-                 params: Mapping[str, Any] | None = None) -> None:
+                 params: Mapping[str, Any] | None = None,
+                 rates: DetectorRates | None = None) -> None:
         mode = METHOD_ALIASES.get(mode, mode)
         base, retest = split_retest(mode)
         if mode not in METHODS and not (retest and base in RULE_PARAMS):
@@ -138,7 +285,7 @@ class ModeRunner:
             self.params = {}
         self.world = world
         self.mode = mode
-        self.config = (config or BenchConfig()).validate()
+        self.config = (config or BenchConfig()).resolve(world)
         self.episodes = self.config.episodes or default_episodes(world)
         self.tasks = make_tasks(world, self.episodes, self.config.seed)
         self.phases = phase_plan(world, self.episodes)
@@ -146,6 +293,14 @@ class ModeRunner:
         dcfg = None if self.config.detector_min_area is None else \
             ColorDetectorConfig(min_area=self.config.detector_min_area)
         self.detector = ColorBlockDetector(dcfg)
+        self.darknet: DetectionCache | None = None
+        if self.config.perception == "camera" and self.config.detector == "darknet":
+            self.darknet = DetectionCache.shared(self.config.detection_cache)
+        self.look_config = LookConfig(frames=self.config.look_frames,
+                                      min_count=self.config.min_count, min_frames=1)
+        self.rates = rates if rates is not None else DetectorRates()
+        self.looks = 0
+        self.frames = Counter({"frames": 0, "run": 0, "memory": 0, "disk": 0})
         self._tmp = None
         if db_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"jetrover_{mode}_")
@@ -213,25 +368,54 @@ class ModeRunner:
     # ------------------------------------------------------------------ robot
 
     def look_signature(self) -> str:
-        """Render ``look_frames`` frames at the current pose; colours seen in any frame.
+        """One look at the current pose, its outcome signature.
+
+        Colour detector: render ``look_frames`` frames, colours seen in any frame. Darknet:
+        render ``look_frames`` (n) frames, detect each (cached, :class:`DetectionCache`), a
+        class is seen when detected in at least k of them (``BenchConfig.min_count``,
+        :func:`~glove_ros.core.world.observation.judge_frames`), ``objects=`` with counts.
+        Oracle perception: the simulator's ground truth, nothing rendered.
 
         With ``common_noise`` the k-th look at a waypoint within an episode draws its frame
         noise (and missed detections) from (episode, waypoint, k, frame): every method
         compared side by side meets the same misses on the same visits."""
         w, h = self.config.frame_size
+        here = self.sim.at_waypoint or self.sim.last_waypoint
         key: list[int] | None = None
         if self.config.common_noise:
-            here = self.sim.at_waypoint or self.sim.last_waypoint
             ep = self._ep.episode if self._ep is not None else self.sim.episode
             k = self._look_counts.get((ep, here), 0)
             self._look_counts[(ep, here)] = k + 1
             key = [max(ep, 0), self._wp_index[here], k]
+        self.looks += 1
+        if self.config.perception == "oracle":
+            return self.sim.state.expected_signature(here)
+        if self.darknet is not None:
+            return self._darknet_look(here, key)
         detections = []
         for j in range(self.config.look_frames):
             frame = self.sim.render_camera(w, h, noise_key=None if key is None else
                                            [*key, j])
             detections += self.detector.detect(frame)
         return outcome_signature(detections)
+
+    def _darknet_look(self, here: str, key: list[int] | None) -> str:
+        assert self.darknet is not None
+        w, h = self.config.frame_size
+        frames, digests = [], []
+        for j in range(self.config.look_frames):
+            img = self.sim.render_camera(w, h, noise_key=None if key is None else [*key, j])
+            digest, dets, source = self.darknet.detect(img)
+            self.frames["frames"] += 1
+            self.frames[source] += 1
+            frame = Frame.from_detections(here, dets, kind="objects")
+            self.rates.frame(digest, _painted(self.sim, here), frame.counts)
+            frames.append(frame)
+            digests.append(digest)
+        look = judge_frames(frames, self.look_config, here, kind="objects")
+        self.rates.look(tuple(digests), look_counts(self.sim.state.expected_signature(here)),
+                        dict(look.instances))
+        return look.outcome
 
     def _pose(self) -> tuple[float, float, float]:
         p = self.sim.odometry()
@@ -387,7 +571,8 @@ class ModeRunner:
             if report.first_goal and not ep.first_goal:
                 ep.first_goal, ep.first_goal_kind = report.first_goal, report.first_goal_kind
                 ep.stale_goal = (report.first_goal_kind == "believed" and task.color
-                                 not in self.sim.state.colors_at(report.first_goal))
+                                 not in look_names(self.sim.state.expected_signature(
+                                     report.first_goal)))
             if isinstance(action, NavigateTo):
                 res = self.sim.navigate(action.waypoint, dt=self.config.nav_dt)
                 ts = self.agent.on_navigation(res.outcome, res.final_waypoint, self._pose())
@@ -446,10 +631,22 @@ class ModeRunner:
         }
         if vstats is not None:
             out["verifier"] = {k: v for k, v in vstats.items() if k != "phases"}
+        if self.darknet is not None or self.config.perception != "camera":
+            out["perception"] = self.perception_stats()
         fallbacks = getattr(self.planner, "fallbacks", None)
         if isinstance(fallbacks, dict):
             out["llm"] = {"calls": getattr(self.planner, "calls", 0),
                           "fallbacks_by_reason": dict(fallbacks)}
+        return out
+
+    def perception_stats(self) -> dict[str, Any]:
+        """Looks made (agent and probes), frames rendered for darknet, and where their
+        detections came from: ``detector_runs`` (the network ran), ``cache_hits`` (another
+        method, or an earlier look, had the same frame), ``disk_hits``."""
+        out: dict[str, Any] = {"perception": self.config.perception, "looks": self.looks}
+        if self.darknet is not None:
+            out.update(frames=self.frames["frames"], detector_runs=self.frames["run"],
+                       cache_hits=self.frames["memory"], disk_hits=self.frames["disk"])
         return out
 
     def metrics(self) -> dict[str, Any]:
@@ -491,6 +688,9 @@ class ModeRunner:
             "transitions": transitions,
             "false_alarms_per_1000": round(1000.0 * false_alarms / transitions, 3)
             if transitions else 0.0,
+            "looks": self.looks,
+            "false_alarms_per_1000_looks": round(1000.0 * false_alarms / self.looks, 3)
+            if self.looks else 0.0,
             "probes": probes,
             "probe_steps": sum(e.probe_steps for e in self.results),
             "stuck_calls": self.tracker.stuck_calls,

@@ -1,12 +1,39 @@
-"""JetRover block-search benchmark: GLOVE (async, sync) against static memory, without DDS.
+"""JetRover search benchmark: GLOVE (async, sync) against static memory, without DDS.
 
 The core loop the ROS nodes run, in one process: the built-in :class:`Simulator` plays a
 world file (drift and nuisance events by episode), every look renders real camera frames that
-:class:`ColorBlockDetector` turns into an outcome signature, the :class:`TaskAgent` plans
+a detector turns into an outcome signature, the :class:`TaskAgent` plans
 from trusted experience memory (an :class:`ExperienceStore` in a temporary SQLite file), and
 every transition it returns is recorded through the :class:`GloveVerifier` (or, for static
-memory, stored unverified). Each episode is one task "find the <colour> block", colours drawn
-from the world's blocks with a seeded generator; the same task sequence runs in every mode.
+memory, stored unverified). Each episode is one task "find the <colour> block" (or, on an
+object world, "find the <class>"), names drawn from the world's blocks with a seeded
+generator; the same task sequence runs in every mode.
+
+Perception (``--detector``, ``--perception``): on colour worlds :class:`ColorBlockDetector`
+(HSV thresholds) reads the colour blocks, exactly as always. On object worlds (``look_kind:
+objects``, the simulator paints real photo crops) the shipped darknet YOLOv3-tiny decides
+what is seen: a look renders ``--look-frames`` (n) frames and a class counts as seen when it
+is detected in at least k of them (``--look-min-count``, default ``ceil(2n/3)``: the look
+rule of :mod:`glove_ros.core.world.observation`), with the most common count
+(``objects=cup,person*2``). Common random numbers are on with darknet, so the k-th look at
+a waypoint in an episode renders the same frame for every method whose world is the same
+there, and the detector's results are cached per frame (keyed by the pixels' digest: in
+memory per process, and with ``--detection-cache DIR`` on disk across runs; see
+:class:`~glove_ros.benchmarks._jetrover_runner.DetectionCache`); the JSON reports the
+network runs and cache hits. The detector's measured rates on the bench's own frames and
+looks (per class: hit rate where present, false detections where absent) are in the
+document's ``perception.rates``. ``--perception oracle`` makes every look the simulator's
+ground truth (no frames, no detector): the same world with the oracle's perception, for
+comparison.
+
+Baselines (``--baselines``): any baseline rule of :mod:`glove_ros.core.verify.memory_views`
+and its fair arm ``<Rule>+retest`` (GLOVE's stale-negative re-test policy,
+:mod:`glove_ros.core.verify.retest`) run through the same loop; ``--sweep`` runs each over
+its parameter values (:data:`BASELINE_SWEEP`, suite_fair's) and reports each at its best
+setting on this run (most successes after the first drift, then fewest steps: chosen
+after the fact, the strongest opponent GLOVE could face). ``best_baseline`` names the best
+bare rule and the best re-test arm; the ratios give steps of static memory and of the best
+baseline over GLOVE's.
 Each task starts at a seeded random waypoint (``--task-start random``, the default: a
 patrolling robot gets its task wherever it is; with a fixed start the result would mostly
 measure whether the old place happens to lie on the way to the new one), or at the dock, or
@@ -43,6 +70,10 @@ there against memory that missed detections had made wrong is counted as a corre
 memories suppressed, probes, LLM fallbacks, and "stale goals": tasks whose first goal was a
 waypoint memory believed held the colour when it did not (driving back to the old place).
 
+Drift metrics per method (``modes.<m>.drift``, :class:`DriftTracker`): detection delay of
+each stale change in visits, false alarms per 1,000 transitions and per 1,000 looks (every
+false alarm of the run over every look the robot made, the agent's and probes'), deadlocks.
+
 Writes <out>/jetrover_<world>.json and <out>/jetrover_<world>.png (rolling success rate,
 steps per task and cumulative stale goals over episodes, per mode, drift events marked; a
 leading "jetrover_" of the world name is not doubled). :func:`run_mode` runs one mode and is
@@ -61,7 +92,10 @@ from typing import Any
 
 from glove_ros.benchmarks import write_results
 from glove_ros.benchmarks._jetrover_config import (
+    BASELINE_SWEEP,
+    DETECTORS,
     MODES,
+    PERCEPTIONS,
     TASK_STARTS,
     BenchConfig,
     default_episodes,
@@ -69,10 +103,14 @@ from glove_ros.benchmarks._jetrover_config import (
     phase_plan,
     verifier_settings,
 )
+from glove_ros.benchmarks._jetrover_drift import DetectorRates
 from glove_ros.benchmarks._jetrover_report import format_table, write_plot
 from glove_ros.benchmarks._jetrover_runner import ModeRunner
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
 from glove_ros.core.verify.config import VerifierConfig
+from glove_ros.core.verify.memory_rules import BASELINE_PARAMS
+from glove_ros.core.verify.memory_views import RULE_PARAMS
+from glove_ros.core.verify.retest import retest_names, split_retest
 from glove_ros.core.world.worldfile import World, load_world
 from glove_ros.progress import Progress, add_progress_argument
 
@@ -81,6 +119,7 @@ __all__ = [
     "FAST_MIN_AREA",
     "FAST_NAV_DT",
     "add_arguments",
+    "parse_baselines",
     "main",
     "result_stem",
     "run_benchmark",
@@ -162,19 +201,88 @@ def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
+def _settings(name: str, sweep: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
+    """The parameter settings a baseline runs: one per swept value, else its defaults."""
+    param = BASELINE_PARAMS.get(split_retest(name)[0])
+    values = (sweep or {}).get(split_retest(name)[0], ()) if param else ()
+    return [{param: v} for v in values] if values else [{}]
+
+
+def _after_drift(r: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
+                 ) -> tuple[int, float]:
+    """(successes, steps per task) over the phases after the first drift (or overall)."""
+    after = {p["name"] for p in phases[1:]} or {phases[0]["name"]}
+    ph = [p for p in r["phases"] if p["name"] in after]
+    n = sum(p["episodes"] for p in ph)
+    return (sum(p["successes"] for p in ph),
+            sum(p["steps_per_task"] * p["episodes"] for p in ph) / n if n else 0.0)
+
+
+def _drift_doc(m: Mapping[str, Any]) -> dict[str, Any]:
+    """The drift metrics of :meth:`ModeRunner.metrics` that the document keeps."""
+    delays = m["detection_delays"]
+    found = sorted(d for d in delays if d is not None)
+    keys = ("drift_tasks", "drift_successes", "drift_success", "steps_per_task",
+            "stale_goals", "detection_delays", "alerts", "false_alarms", "corrections",
+            "transitions", "false_alarms_per_1000", "looks", "false_alarms_per_1000_looks",
+            "probes", "probe_steps", "stuck_calls", "resets", "deadlocks")
+    out = {k: m[k] for k in keys}
+    out["stale_changes"] = len(delays)
+    out["undetected"] = sum(d is None for d in delays)
+    out["delay_median"] = found[(len(found) - 1) // 2] if found else None
+    out["delay_max"] = found[-1] if found else None
+    return out
+
+
 def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
                   config: BenchConfig | None = None, planner: str = "greedy",
-                  llm: Any = None, tick: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """Run ``modes`` side by side on the same task sequence; the JSON result document.
-    ``tick`` is called after every task (progress)."""
+                  llm: Any = None, tick: Callable[[], Any] | None = None,
+                  baselines: Sequence[str] = (),
+                  sweep: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
+    """Run ``modes`` and ``baselines`` side by side on the same task sequence; the JSON
+    result document. ``tick`` is called after every task (progress).
+
+    ``baselines``: baseline rules (:data:`~glove_ros.core.verify.memory_views.RULE_PARAMS`)
+    and ``<Rule>+retest`` arms; ``sweep``: rule -> parameter values each is run with (e.g.
+    :data:`BASELINE_SWEEP`), the best setting kept (most successes after the first drift,
+    then fewest steps), every setting's score in ``baseline_sweep``."""
     w = world if isinstance(world, World) else load_world(world)
-    cfg = (config or BenchConfig()).validate()
+    cfg = (config or BenchConfig()).resolve(w)
+    for b in baselines:
+        base, _ = split_retest(b)
+        if base not in RULE_PARAMS or b in modes:
+            raise ValueError(f"baseline {b!r}: expected one of {', '.join(RULE_PARAMS)} or "
+                             f"its re-test arm ({', '.join(retest_names(RULE_PARAMS))}), "
+                             "each once and not among the modes")
     episodes = cfg.episodes or default_episodes(w)
-    factory = _planner_factory(planner, llm)
-    results = {}
-    for mode in modes:
-        results[mode] = ModeRunner(w, mode, cfg, factory).run(tick)
     phases = phase_plan(w, episodes)
+    factory = _planner_factory(planner, llm)
+    rates = DetectorRates()
+    runners: list[ModeRunner] = []
+    results: dict[str, dict[str, Any]] = {}
+
+    def run(name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        runner = ModeRunner(w, name, cfg, factory, params=params, rates=rates)
+        runners.append(runner)
+        r = runner.run(tick)
+        r["drift"] = _drift_doc(runner.metrics())
+        if params is not None:
+            r["params"] = dict(runner.params)
+        return r
+
+    for mode in modes:
+        results[mode] = run(mode)
+    sweep_doc: dict[str, list[dict[str, Any]]] = {}
+    for b in baselines:
+        scored = []
+        for setting in _settings(b, sweep):
+            r = run(b, setting)
+            ok, steps = _after_drift(r, phases)
+            scored.append((ok, -steps, r))
+        scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
+        results[b] = scored[0][2]
+        sweep_doc[b] = [{"params": r["params"], "successes_after_drift": ok,
+                         "steps_per_task_after_drift": round(-st, 3)} for ok, st, r in scored]
     doc: dict[str, Any] = {
         "benchmark": "jetrover",
         "world": {
@@ -185,7 +293,7 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
         },
         "config": {"episodes": episodes, "seed": cfg.seed, "max_steps": cfg.max_steps,
                    "look_frames": cfg.look_frames, "frame_size": list(cfg.frame_size),
-                   "task_start": cfg.task_start, "planner": planner},
+                   "task_start": cfg.task_start, "planner": planner, **cfg.describe()},
         "verifier": VerifierConfig.from_dict(verifier_settings(w, cfg.verifier, "async")
                                              ).to_dict(),
         "phases": phases,
@@ -193,8 +301,40 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
         "modes": results,
     }
     doc["verifier"].pop("mode", None)
-    doc["ratios"] = _ratios(results, phases)
+    if sweep_doc:
+        doc["baseline_sweep"] = sweep_doc
+    bare = [b for b in baselines if not split_retest(b)[1]]
+    fair = [b for b in baselines if split_retest(b)[1]]
+    best = {k: _best(results, names, phases) for k, names in (("bare", bare), ("retest", fair))
+            if names}
+    if best:
+        doc["best_baseline"] = best
+    doc["ratios"] = _ratios(results, phases, best)
+    if cfg.perception == "camera" and cfg.detector == "darknet":
+        cache = next(r.darknet for r in runners if r.darknet is not None)
+        doc["perception"] = {
+            **cfg.describe(),
+            "frames": sum(r.frames["frames"] for r in runners),
+            "detector_runs": sum(r.frames["run"] for r in runners),
+            "cache_hits": sum(r.frames["memory"] for r in runners),
+            "disk_hits": sum(r.frames["disk"] for r in runners),
+            "detector_settings": cache.settings,
+            "cache_file": str(cache.path) if cache.path else None,
+            "rates": rates.summary(),
+        }
     return doc
+
+
+def _best(results: Mapping[str, Any], names: Sequence[str],
+          phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The strongest of ``names`` at its best setting: most successes after the first drift,
+    then fewest steps per task."""
+    def score(b: str) -> tuple[int, float]:
+        ok, steps = _after_drift(results[b], phases)
+        return ok, -steps
+
+    name = max(names, key=score)
+    return {"name": name, "params": results[name].get("params", {})}
 
 
 def _event_doc(e: Any) -> dict[str, Any]:
@@ -206,9 +346,10 @@ def _event_doc(e: Any) -> dict[str, Any]:
     return d
 
 
-def _ratios(results: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
-            ) -> dict[str, Any]:
-    """Side-by-side ratios over the phases after the first drift (or overall)."""
+def _ratios(results: Mapping[str, Any], phases: Sequence[Mapping[str, Any]],
+            best: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Side-by-side ratios over the phases after the first drift (or overall); with
+    ``best`` also the best baselines' steps over GLOVE's."""
     after = [p["name"] for p in phases[1:]] or [phases[0]["name"]]
     agg: dict[str, dict[str, float]] = {}
     for mode, r in results.items():
@@ -231,6 +372,12 @@ def _ratios(results: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
             if m in agg:
                 out[f"steps_static_over_{m}"] = _ratio(agg["static"]["steps_per_task"],
                                                        agg[m]["steps_per_task"])
+    for kind, b in (best or {}).items():
+        label = "best_baseline" if kind == "bare" else "best_retest"
+        for m in ("async", "sync"):
+            if m in agg:
+                out[f"steps_{label}_over_{m}"] = _ratio(agg[b["name"]]["steps_per_task"],
+                                                        agg[m]["steps_per_task"])
     return out
 
 
@@ -254,6 +401,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="camera frames per look (default: %(default)s)")
     parser.add_argument("--task-start", choices=TASK_STARTS, default=BenchConfig.task_start,
                         help="where each task starts (default: %(default)s)")
+    parser.add_argument("--baselines", default="none", metavar="LIST",
+                        help="baseline rules to run beside the modes: comma-separated names "
+                        f"({', '.join(RULE_PARAMS)}, each optionally with +retest), 'all' "
+                        "(every rule), 'fair' (every rule and its +retest arm) or 'none' "
+                        "(default)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="run each baseline over its parameter values (suite_fair's) and "
+                        "report its best setting on this run")
+    parser.add_argument("--detector", choices=DETECTORS, default="auto",
+                        help="color (HSV, colour blocks), darknet (the shipped YOLOv3-tiny, "
+                        "object classes) or auto (default: the one that fits the world)")
+    parser.add_argument("--perception", choices=PERCEPTIONS, default="camera",
+                        help="camera (rendered frames through the detector, default) or "
+                        "oracle (every look is the simulator's ground truth)")
+    parser.add_argument("--look-min-count", type=int, default=None, metavar="K",
+                        help="darknet: frames of a look a class must be detected in "
+                        "(default: ceil(2n/3) of n = --look-frames)")
+    parser.add_argument("--frame-size", default=None, metavar="WxH",
+                        help="rendered frame size (default: 640x480)")
+    parser.add_argument("--detection-cache", default="", metavar="DIR",
+                        help="darknet: keep detections in DIR across runs (e.g. "
+                        "build/detection_cache; keyed by detector settings and frame pixels)")
     parser.add_argument("--verifier", action="append", default=[], metavar="KEY=VALUE",
                         help="override a VerifierConfig field, e.g. --verifier p_th=2 "
                         "(repeatable)")
@@ -282,21 +451,60 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def parse_baselines(text: str) -> tuple[str, ...]:
+    """``--baselines``: ``none``, ``all`` (every rule), ``fair`` (every rule and its
+    ``+retest`` arm) or comma-separated names; ValueError naming the accepted ones."""
+    text = (text or "none").strip()
+    if text == "none":
+        return ()
+    if text == "all":
+        return tuple(RULE_PARAMS)
+    if text == "fair":
+        return (*RULE_PARAMS, *retest_names(RULE_PARAMS))
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    for n in names:
+        if split_retest(n)[0] not in RULE_PARAMS:
+            raise ValueError(f"--baselines: unknown rule {n!r}; choose from "
+                             f"{', '.join(RULE_PARAMS)} (each optionally with +retest), all, "
+                             "fair or none")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--baselines names a rule twice: {text!r}")
+    return names
+
+
+def _parse_size(text: str | None) -> tuple[int, int]:
+    if not text:
+        return BenchConfig.frame_size
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.strip().isdigit() or not h.strip().isdigit():
+        raise ValueError(f"--frame-size expects WIDTHxHEIGHT, e.g. 416x312, got {text!r}")
+    return int(w), int(h)
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark from parsed arguments; 0 on success, 2 on bad input."""
     try:
         world = load_world(args.scenario)
         cfg = BenchConfig(episodes=args.episodes, seed=args.seed, max_steps=args.max_steps,
                           look_frames=args.look_frames, task_start=args.task_start,
-                          verifier=_parse_overrides(args.verifier)).validate()
+                          verifier=_parse_overrides(args.verifier),
+                          frame_size=_parse_size(getattr(args, "frame_size", None)),
+                          detector=getattr(args, "detector", "auto"),
+                          perception=getattr(args, "perception", "camera"),
+                          look_min_count=getattr(args, "look_min_count", None),
+                          detection_cache=getattr(args, "detection_cache", "")).resolve(world)
+        baselines = parse_baselines(getattr(args, "baselines", "none"))
     except (ValueError, FileNotFoundError) as exc:
         print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
         return 2
     modes = (*MODES, "oracle") if args.mode == "all" else (args.mode,)
-    bar = Progress((cfg.episodes or default_episodes(world)) * len(modes), "tasks", "task",
+    sweep = BASELINE_SWEEP if getattr(args, "sweep", False) else None
+    runs = len(modes) + sum(len(_settings(b, sweep)) for b in baselines)
+    bar = Progress((cfg.episodes or default_episodes(world)) * runs, "tasks", "task",
                    enabled=args.progress)
     try:
-        doc = run_benchmark(world, modes, cfg, args.planner, tick=lambda: bar.update(1))
+        doc = run_benchmark(world, modes, cfg, args.planner, tick=lambda: bar.update(1),
+                            baselines=baselines, sweep=sweep)
     except Exception as exc:  # e.g. the LLM cannot be loaded
         from glove_ros.core.llm.runtime import LlmLoadError
 
@@ -306,6 +514,8 @@ def main(args: argparse.Namespace) -> int:
         raise
     finally:
         bar.close()
-    # the LLM planner's results sit beside the greedy planner's, never over them
-    stem = result_stem(world) + ("_llm" if args.planner == "llm" else "")
+    # the LLM planner's results sit beside the greedy planner's, never over them; the
+    # oracle's perception beside the camera's
+    stem = result_stem(world) + ("_llm" if args.planner == "llm" else "") \
+        + ("_oracle_perception" if cfg.perception == "oracle" else "")
     return write_results(doc, args.out, stem, write_plot, format_table, args.json)

@@ -83,8 +83,8 @@ PARAMS = (
     Param("darknet.nms_threshold", _DARKNET.nms_threshold, "darknet: IoU above which the "
           "weaker box of one class is dropped", read_only=True),
     Param("darknet.containment_threshold", _DARKNET.containment_threshold, "darknet: share "
-          "of a box inside a stronger box of its class above which it is dropped as part of "
-          "that object (one cup is one cup)", read_only=True),
+          "of the smaller of two boxes of one class inside the other above which they are "
+          "one object, the weaker dropped (one cup is one cup)", read_only=True),
     Param("darknet.class_thresholds", [""], "darknet: per-class score thresholds, "
           "'NAME=VALUE' (e.g. [person=0.5, cup=0.3])", read_only=True),
     Param("darknet.input_size", _DARKNET.input_size, "darknet: square network input in "

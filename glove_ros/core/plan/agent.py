@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glove_ros.core.memory.experience import Transition
+from glove_ros.core.memory.looks import look_kind
 from glove_ros.core.plan.agent_memory import Beliefs, MemoryView
 from glove_ros.core.plan.agent_policy import GreedyPlanner, PlanContext, PlanDecision, rank_options
 from glove_ros.core.plan.agent_types import (
@@ -538,7 +539,9 @@ class TaskAgent:
         self.report.looks += 1
         if found:
             self.report.found_at = self.current
-            self._end(True, f"found the {self.task.color} block at {self.current}")
+            what = self.task.color if look_kind(signature) == "objects" else \
+                f"{self.task.color} block"
+            self._end(True, f"found the {what} at {self.current}")
         return [t]
 
     def on_navigation(self, outcome: str, at_waypoint: str | None = None,

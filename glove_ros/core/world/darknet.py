@@ -18,15 +18,15 @@ anything; a missing file says what to run.
   class's threshold (:attr:`DarknetConfig.class_thresholds`, else
   :attr:`DarknetConfig.score_threshold`) and the class is one of
   :attr:`DarknetConfig.classes` (empty: all 80);
-* runs non-maximum suppression per class (:attr:`DarknetConfig.nms_threshold`), then drops
-  a box that lies mostly inside a stronger box of its class
-  (:attr:`DarknetConfig.containment_threshold`), and maps boxes back to the frame's pixels.
-  YOLOv3-tiny often adds a smaller second box inside the first (a cup's body, a person's
-  upper half): their IoU is too low for NMS, and counting both would make one cup two
-  (measured on the simulator's photo scenes: the cup counted right in 0/120 frames with NMS
-  alone, 120/120 with the containment rule; people 48/120 -> 120/120). Two objects side by
-  side are not inside each other and both stay; one person standing mostly hidden behind
-  another of the same class is counted once (a known limit).
+* runs non-maximum suppression per class (:attr:`DarknetConfig.nms_threshold`), then keeps
+  one of two nested boxes of a class, the stronger (one lies mostly inside the other:
+  :attr:`DarknetConfig.containment_threshold`), and maps boxes back to the frame's pixels.
+  YOLOv3-tiny often adds a second box inside or around the first (a cup's body and the cup
+  with its saucer, a person's upper half): their IoU is too low for NMS, and counting both
+  would make one cup two (on the simulator's photo scenes the cup was counted twice in
+  every frame with NMS alone). Two objects side by side are not nested and both stay; one
+  person standing mostly hidden behind another of the same class is counted once (a known
+  limit).
 
 Labels are the COCO 2017 spellings of :mod:`glove_ros.core.world.labels` ("couch", "tv",
 "dining table"; Darknet's file says "sofa", "tvmonitor", "diningtable"), the same words an
@@ -199,9 +199,9 @@ class DarknetConfig:
     Attributes:
         score_threshold: lowest score (objectness x class probability) kept, any class.
         nms_threshold: IoU above which the weaker of two boxes of one class is dropped.
-        containment_threshold: share of a box's area inside a stronger box of its class
-            above which it is dropped as a part of that object (1.0: only boxes entirely
-            inside).
+        containment_threshold: share of the smaller of two boxes of one class inside the
+            other above which they are one object and the weaker is dropped (1.0: only a box
+            entirely inside the other).
         classes: classes of interest (any spelling of :mod:`~glove_ros.core.world.labels`);
             empty: every class of the model.
         class_thresholds: (class, threshold) pairs overriding ``score_threshold``.
@@ -406,15 +406,19 @@ class DarknetDetector:
 
     def _not_contained(self, kept: list[int], score: np.ndarray, x0: np.ndarray,
                        y0: np.ndarray, x1: np.ndarray, y1: np.ndarray) -> list[int]:
-        """``kept`` (boxes of one class) without those lying mostly inside a stronger one."""
+        """``kept`` (boxes of one class) without those nested with a stronger one: a box
+        lying mostly inside it, or holding it mostly inside itself, is the same object."""
+        def area(i: int) -> float:
+            return float((x1[i] - x0[i]) * (y1[i] - y0[i]))
+
+        def overlap(i: int, j: int) -> float:
+            return (max(0.0, float(min(x1[i], x1[j]) - max(x0[i], x0[j])))
+                    * max(0.0, float(min(y1[i], y1[j]) - max(y0[i], y0[j]))))
+
+        share = self.config.containment_threshold
         out: list[int] = []
         for i in sorted(kept, key=lambda i: -float(score[i])):
-            area = float((x1[i] - x0[i]) * (y1[i] - y0[i]))
-            inside = any(
-                max(0.0, float(min(x1[i], x1[j]) - max(x0[i], x0[j])))
-                * max(0.0, float(min(y1[i], y1[j]) - max(y0[i], y0[j])))
-                >= self.config.containment_threshold * area for j in out)
-            if not inside:
+            if not any(overlap(i, j) >= share * min(area(i), area(j)) for j in out):
                 out.append(i)
         return out
 

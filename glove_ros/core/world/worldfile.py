@@ -53,6 +53,11 @@ Schema (all lengths in metres, angles in radians, times in simulated seconds)::
         # object = a COCO class (any spelling labels.canonical_label knows: mug -> cup);
         # the simulator shows a real photo of it (glove_ros.core.world.photos), size = its
         # height, 0.1..0.8 m, default 0.4 (OBJECT_SIZE); its width follows the photo
+    unique_objects: [cup]          # optional: the names (colours or classes) that exist once
+                                   # at this site, what the verifier may treat as "seen
+                                   # elsewhere = moved"; absent: a colour world infers the
+                                   # colours of one block each, an object world declares none
+                                   # (a person or a cat is not a fixture)
 
     events:                        # optional; each has exactly one trigger:
                                    #   episode: N  (applied when episode N begins)
@@ -190,6 +195,7 @@ class World:
     camera: CameraSpec = field(default_factory=CameraSpec)
     description: str = ""
     seed: int = 0
+    unique_objects: tuple[str, ...] | None = None  # declared; None: see unique_names()
     source: str = field(default="", compare=False)  # file it was loaded from, if any
 
     # ------------------------------------------------------------------ construction
@@ -204,7 +210,7 @@ class World:
         where = f"world {source}" if source else "world"
         c = _Ctx(data, where)
         c.check_keys({"name", "description", "seed", "dock", "start", "robot", "camera",
-                      "waypoints", "edges", "walls", "blocks", "events"})
+                      "waypoints", "edges", "walls", "blocks", "events", "unique_objects"})
         name = c.str("name")
 
         robot = RobotSpec()
@@ -302,6 +308,7 @@ class World:
             camera=camera,
             description=c.str("description", ""),
             seed=c.int("seed", 0),
+            unique_objects=_unique_objects(data, where),
             source=source,
         )
         if validate:
@@ -330,6 +337,8 @@ class World:
                         "waypoint": b.waypoint, "offset": list(b.offset), "size": b.size}
                        for b in self.blocks]
         d["events"] = [e.to_dict() for e in self.events]
+        if self.unique_objects is not None:
+            d["unique_objects"] = list(self.unique_objects)
         return d
 
     # ------------------------------------------------------------------ validation
@@ -449,6 +458,10 @@ class World:
     def validate(self) -> World:
         """Raise ValueError listing every problem; return ``self`` when valid."""
         problems = self.problems()
+        names = {b.name for b in self.blocks}
+        problems += [f"unique_objects: '{n}' is not the colour or class of any block (blocks: "
+                     f"{', '.join(sorted(names)) or 'none'})"
+                     for n in self.unique_objects or () if n not in names]
         if problems:
             where = f" ({self.source})" if self.source else ""
             raise ValueError(f"invalid world '{self.name}'{where}:\n  - "
@@ -555,6 +568,19 @@ class World:
     def objects(self) -> tuple[str, ...]:
         """Sorted distinct object classes of the object blocks (() in a colour world)."""
         return tuple(sorted({b.object for b in self.blocks if b.object}))
+
+    def unique_names(self) -> tuple[str, ...]:
+        """The names the verifier may treat as existing once here: the declared
+        ``unique_objects``, else, in a colour world, the colours of exactly one block (an
+        object world declares its fixtures; nothing is assumed of a person)."""
+        if self.unique_objects is not None:
+            return self.unique_objects
+        if self.look_kind == "objects":
+            return ()
+        counts: dict[str, int] = {}
+        for b in self.blocks:
+            counts[b.name] = counts.get(b.name, 0) + 1
+        return tuple(sorted(n for n, k in counts.items() if k == 1))
 
     @property
     def look_kind(self) -> str:
@@ -744,3 +770,14 @@ def load_world(path: str | Path = DEFAULT_WORLD) -> World:
     except yaml.YAMLError as exc:
         raise ValueError(f"world file {resolved}: not valid YAML: {exc}") from exc
     return World.from_dict(data, source=str(resolved))
+
+
+def _unique_objects(data: Any, where: str) -> tuple[str, ...] | None:
+    """The optional top-level ``unique_objects`` list, canonical and sorted."""
+    if not isinstance(data, dict) or "unique_objects" not in data:
+        return None
+    raw = data["unique_objects"]
+    if not isinstance(raw, list) or not all(isinstance(x, str) and x.strip() for x in raw):
+        raise ValueError(f"{where}: unique_objects must be a list of names (colours or object "
+                         f"classes), got {raw!r}")
+    return tuple(sorted({canonical_label(x) for x in raw}))
