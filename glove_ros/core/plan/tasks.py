@@ -593,3 +593,38 @@ def ungrounded(req: TaskRequest, text: str) -> list[str]:
         if not said:
             out.append(n)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# hooks for open instructions (glove_ros.core.plan.instructions): the grammar's own readers
+
+_ARTICLE = re.compile(r"^\s*(?:the|a|an|any|some|my)\s+", re.I)
+
+
+def target_of(phrase: str, colours: Sequence[str], objects: Sequence[str] = ()
+              ) -> tuple[str, str] | None:
+    """``(name, look kind)`` of the one target ``phrase`` names and nothing else ("the cup",
+    "a red block", "red"), read as the request grammar reads it; ``None`` otherwise."""
+    body = _ARTICLE.sub("", phrase or "").strip()
+    obj = _the_object(body, objects) if objects else None
+    if obj is not None:
+        return obj, "objects"
+    col = _the_colour(body, colours)
+    return (col, "colors") if col is not None else None
+
+
+def waypoint_of(phrase: str, waypoints: Sequence[str]) -> str | None:
+    """The waypoint ``phrase`` names and nothing else ("the kitchen", "room a"), else None."""
+    return _the_waypoint(_ARTICLE.sub("", phrase or ""), waypoints)
+
+
+def known_names(colours: Sequence[str], waypoints: Sequence[str],
+                objects: Sequence[str] = ()) -> str:
+    """What the robot knows, as a refusal lists it: places, colours, a short list of objects."""
+    return _known(colours, waypoints, objects)
+
+
+def names_in(text: str, colours: Sequence[str], waypoints: Sequence[str],
+             objects: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
+    """The colours, waypoints and objects ``text`` names, each in order of occurrence."""
+    return _names_in(text, colours, waypoints, objects)

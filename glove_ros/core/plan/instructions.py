@@ -1,0 +1,989 @@
+"""Open instructions: sequences, constraints and conditionals, checked before anything runs.
+
+:func:`understand_instruction` reads a task into a :class:`Plan` (a checked
+:class:`Instruction`), a :class:`Clarify` (a question, with the options) or a
+:class:`Refused` (the reason). A text without any of the words below is one request and goes
+through :func:`glove_ros.core.plan.tasks.understand` exactly as before (the fast path).
+
+The instruction language (a fixed grammar; every part is read by the request grammar, so
+each name is grounded the same way and an unknown one is refused by name):
+
+* sequences: parts joined by ``then``, ``and then``, ``after that``, ``finally``, ``,`` or
+  ``;`` ("go to room_a, then room_b, then dock"); a part naming only a place repeats the
+  previous part's verb ("check the kitchen, then the office").
+* looks: "check the kitchen", "look in the pantry", "look for the cup in the pantry": drive
+  there and look; what the look saw is the step's result (and it is remembered).
+* constraints, for the whole instruction: "avoid the lab", "don't go through the hall",
+  "do not use the hall-kitchen corridor", "don't use the corridor between hall and lab",
+  "without passing the office", "... but avoid room_a". An avoided place is avoided as the
+  corridors into it (the robot may leave the place it stands in). Constrained drives go
+  corridor by corridor along the map's shortest route outside them.
+* conditionals: "if the cup is (not) in the kitchen[,| then] <step>[, else <step>]", also
+  "if there is no person in the hall ...", "if you do not see it there ..."; "it" and
+  "there" refer to the condition's or the previous step's target and place. A condition is
+  decided by this plan's own look at that place, then a find of this plan that found the
+  target there, then verified memory (the last trusted look, cited); when memory does not
+  know, the robot goes and looks. Each decision is logged and in the answer.
+* ambiguity asks: "go to the kitchen or the office" -> "Which one: kitchen or office?"; a
+  negated request the grammar cannot read as a constraint is refused, never run.
+
+Whatever the grammar cannot read goes to the local LLM (if any) under a JSON schema whose
+enums are the map's places, colours and objects (:func:`plan_schema`); it only proposes:
+every name it returns must be said in the text, and :func:`check_plan` re-checks every name,
+that each avoided place and corridor exists, and that each step's place is reachable from
+where the robot will be outside them (refused naming the constraint that cuts it off).
+:func:`run_plan` runs a plan step by step through the driver's ``run_step`` (the planner
+node: the single-request code paths); the first step that fails stops it, with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Any
+
+from glove_ros.core.memory.experience import Transition
+from glove_ros.core.memory.looks import look_kind, look_names
+from glove_ros.core.plan import answers
+from glove_ros.core.plan.agent_types import NavigateTo, WorldMap
+from glove_ros.core.plan.tasks import (
+    REQUEST_SYSTEM,
+    TaskRequest,
+    known_names,
+    names_in,
+    parse_request,
+    request_from_llm,
+    request_schema,
+    target_of,
+    understand,
+    ungrounded,
+    unknown_names,
+    waypoint_of,
+)
+
+MAX_STEPS = 8
+_MOVES = ("go_to", "dock")
+
+
+def _key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+def _noun(target: str, kind: str) -> str:
+    return f"the {target} block" if kind == "colors" else f"the {target}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: an existing request; with ``look`` a go_to followed by a look there, for
+    ``target`` (of look kind ``kind``; "" = report what it saw)."""
+
+    request: TaskRequest
+    look: bool = False
+    target: str = ""
+    kind: str = ""
+
+    @property
+    def place(self) -> str:
+        """The waypoint a go_to / look drives to ("" for other steps)."""
+        return self.request.waypoint if self.request.intent == "go_to" else ""
+
+    def describe(self) -> str:
+        """The step in words, imperative."""
+        r = self.request
+        if self.look:
+            return f"look {'for ' + _noun(self.target, self.kind) + ' ' if self.target else ''}" \
+                   f"in {r.waypoint}"
+        noun = _noun(r.colour, r.look_kind or "colors") if r.colour else ""
+        return {"find": f"find {noun}", "go_to": f"go to {r.waypoint}",
+                "go_to_last_seen": f"go to where {noun} was last seen",
+                "where_last_seen": f"say where {noun} was last seen",
+                "is_there": f"say whether {noun} is in {r.waypoint}",
+                "corridor_status": f"say whether the corridor {r.waypoint}-{r.waypoint2} is open",
+                "changes": "say what changed", "dock": "return to the dock"}[r.intent]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``target`` (look kind ``kind``) is at ``place`` (``present``) or is not."""
+
+    target: str
+    kind: str
+    place: str
+    present: bool = True
+
+    def describe(self, at_place: bool | None = None) -> str:
+        """"the cup is not in the kitchen" (the condition, or the fact ``at_place``)."""
+        yes = self.present if at_place is None else at_place
+        return f"{_noun(self.target, self.kind)} is {'' if yes else 'not '}in {self.place}"
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """Run ``then`` when ``condition`` holds, else ``otherwise`` (None: nothing)."""
+
+    condition: Condition
+    then: Step
+    otherwise: Step | None = None
+
+
+Item = Step | Conditional
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """The typed plan: ``items`` in order, constraints for all of them."""
+
+    items: tuple[Item, ...]
+    avoid_waypoints: tuple[str, ...] = ()
+    avoid_corridors: tuple[tuple[str, str], ...] = ()
+    text: str = ""
+    source: str = "rules"
+
+    def steps(self) -> list[Step]:
+        """Every step, branches included, in order."""
+        out: list[Step] = []
+        for it in self.items:
+            out += [it] if isinstance(it, Step) else [s for s in (it.then, it.otherwise) if s]
+        return out
+
+    def avoid_edges(self, world_map: WorldMap, at: str = "") -> tuple[tuple[str, str], ...]:
+        """The corridors to route around from ``at``: the avoided ones and those into an
+        avoided place (except out of ``at``, the place the robot already stands in)."""
+        edges = {_key(a, b) for a, b in self.avoid_corridors}
+        for w in self.avoid_waypoints:
+            if w != at and world_map.has(w):
+                edges |= {_key(w, n) for n in world_map.neighbors(w)}
+        return tuple(sorted(edges))
+
+    def validate(self, world_map: WorldMap, colours: Sequence[str] | None = None,
+                 objects: Sequence[str] | None = None) -> Instruction:
+        """ValueError naming what is wrong: no step, too many, an unknown name, a step the
+        request grammar would refuse, an avoided place or corridor not on the map."""
+        wps = world_map.waypoint_ids
+        if not self.items:
+            raise ValueError("the instruction has no step")
+        if len(self.steps()) > MAX_STEPS:
+            raise ValueError(f"at most {MAX_STEPS} steps, got {len(self.steps())}")
+        conds = [it.condition for it in self.items if isinstance(it, Conditional)]
+        for r in ([s.request for s in self.steps()]
+                  + [TaskRequest("find", s.target, look_kind=s.kind) for s in self.steps()
+                     if s.target]
+                  + [TaskRequest("is_there", c.target, c.place, look_kind=c.kind) for c in conds]):
+            r.validate(colours, wps, objects)
+        if any(s.look and s.request.intent != "go_to" for s in self.steps()):
+            raise ValueError("a look step drives first: its request must be a go_to")
+        for w in self.avoid_waypoints:
+            if not world_map.has(w):
+                raise ValueError(f"cannot avoid {w!r}: not a place on the map; places: "
+                                 f"{', '.join(wps)}")
+        for a, b in self.avoid_corridors:
+            if world_map.length(a, b) is None:
+                raise ValueError(f"cannot avoid the corridor {a}-{b}: the map has none; "
+                                 f"corridors: {', '.join(f'{x}-{y}' for x, y in world_map.edges)}")
+        return self
+
+    def describe(self) -> list[str]:
+        """The plan in words, one line per item, then the constraints."""
+        out = []
+        for n, it in enumerate(self.items, 1):
+            if isinstance(it, Step):
+                out.append(f"{n}. {it.describe()}")
+            else:
+                other = f", else {it.otherwise.describe()}" if it.otherwise else ""
+                out.append(f"{n}. if {it.condition.describe()}: {it.then.describe()}{other}")
+        if self.avoid_waypoints or self.avoid_corridors:
+            out.append("avoiding " + ", ".join([*self.avoid_waypoints, *(
+                f"the corridor {a}-{b}" for a, b in self.avoid_corridors)]))
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An instruction that passed :func:`check_plan`; ``how`` it was understood,
+    ``explain`` the plan as checked."""
+
+    instruction: Instruction
+    how: str = ""
+    explain: tuple[str, ...] = ()
+
+    @property
+    def single(self) -> bool:
+        """One plain request, no constraint: run exactly as a single request."""
+        i = self.instruction
+        return (len(i.items) == 1 and isinstance(i.items[0], Step) and not i.items[0].look
+                and not i.avoid_waypoints and not i.avoid_corridors)
+
+    @property
+    def request(self) -> TaskRequest:
+        """The first step's request (the whole plan when :attr:`single`)."""
+        return self.instruction.steps()[0].request
+
+
+@dataclass(frozen=True)
+class Clarify:
+    """A question instead of a guess, and the options it offers."""
+
+    question: str
+    options: tuple[str, ...] = ()
+
+    def fields(self) -> dict[str, Any]:
+        """The run_task result's fields: the question, the options in ``explain``."""
+        return {"success": False, "reason": "needs_clarification", "answer": self.question,
+                "explain": [f"option: {o}" for o in self.options]}
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Not done, and why (names what is unknown or what conflicts)."""
+
+    reason: str
+
+    def fields(self) -> dict[str, Any]:
+        """The run_task result's fields."""
+        return {"success": False, "reason": "invalid_task", "answer": self.reason}
+
+
+# ---------------------------------------------------------------------------------- grammar
+
+_HINT = ("say e.g. 'go to the kitchen, then the office, then dock', 'go to the lab but avoid "
+         "the hall', 'if the cup is not in the kitchen, look in the pantry'")
+_CONTRACT = ((r"\b(is|are|do|did|does)n't\b", r"\1 not"), (r"\bcan't\b", "cannot"),
+             (r"\bdont\b", "do not"), (r"\bwon't\b", "will not"))
+_VERB = r"(?:go|drive|head|find|look|check|search|return|come|dock|inspect|visit|tell|say)"
+_COMPOUND = re.compile(r"[;,]|\.\s+\S|\b(?:then|after\s+that|afterwards|finally|if|else|"
+                       rf"otherwise|avoid|avoiding|without|do\s+not|never|or|but|and\s+{_VERB})\b",
+                       re.I)
+_FILLER = re.compile(r"(?:hey|hi|hello|ok|okay|please|robot|thanks|thank\s+you|if\s+(?:anything|"
+                     r"possible|you\s+can)|\s)+", re.I)
+_NEG = r"(?:avoid|avoiding|do\s+not|never|without|stay|keep)"
+_SEP = re.compile(
+    r"\s*[;,]\s*(?:(?:and\s+)?then\s+|(?:and\s+)?after\s+that\s+|(?:and\s+)?finally\s+)?"
+    r"|[.?!]\s+|\s+(?:and\s+then|and\s+after\s+that|after\s+that|afterwards|and\s+finally|"
+    rf"finally|then|but|and(?=\s+(?:{_VERB}|{_NEG})\b))\s+|\s+(?=(?:avoiding|avoid|without|"
+    r"else|otherwise)\b)", re.I)
+_LEAD = re.compile(r"^(?:(?:and|also|please|so|now|then|but|finally|lastly|after\s+that|"
+                   r"afterwards)\s+)+", re.I)
+_ELSE = re.compile(r"^(?:or\s+)?(?:else|otherwise|if\s+not)\b[\s,]*", re.I)
+_AVOID = re.compile(
+    r"^(?:while\s+|and\s+)?(?:please\s+)?(?:(?:avoid|avoiding|stay\s+(?:out\s+of|away\s+from)|"
+    r"keep\s+(?:out\s+of|away\s+from))(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
+    r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
+    r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near)|use|take|enter|"
+    r"cross|visit)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting)"
+    r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
+    r"\s+(?P<x>.+)$", re.I)
+_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage)\s+(?:between|from)\s+(?P<a>.+?)\s+"
+                      r"(?:and|to)\s+(?P<b>.+)$", re.I)
+_PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+?)\s+"
+                   r"(?:corridor|passage)$", re.I)
+_ONE = re.compile(r"^(?:the\s+)?(?P<a>.+?)\s+(?:corridor|passage)$", re.I)
+_IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
+_WHERE = r"(?:(?:in|at|inside)\s+(?P<p>.+)|(?P<there>there\b.*))"
+_CONDS = (
+    re.compile(r"^there\s+(?:is|are)\s+(?P<neg>no\s+|not\s+(?:a|an|any)\s+)?(?P<t>.+?)\s+"
+               + _WHERE + "$", re.I),
+    re.compile(r"^(?P<t>.+?)\s+(?:is|are)\s+(?:still\s+)?(?P<neg>not\s+)?(?:still\s+)?"
+               + _WHERE + "$", re.I),
+    re.compile(r"^you\s+(?P<neg>do\s+not\s+|did\s+not\s+|cannot\s+)?(?:see|find|spot)\s+"
+               r"(?P<t>.+?)\s+" + _WHERE + "$", re.I),
+)
+_LOOK_AT = re.compile(r"^(?:check|inspect|(?:have|take)\s+a\s+look\s+(?:in|at|into)|look\s+"
+                      r"(?:in|at|into|inside|around))\s+(?!(?:whether|if|for|that|what|on)\b)"
+                      r"(?P<p>.+)$", re.I)
+_LOOK_FOR = re.compile(r"^(?:look|search|check)\s+for\s+(?P<t>.+?)\s+(?:in|at|inside)\s+"
+                       r"(?P<p>.+)$|^(?:find|look\s+for|search\s+for)\s+(?P<t2>.+?)\s+"
+                       r"(?:in|at|inside)\s+(?P<p2>.+)$", re.I)
+_THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)
+_IT = re.compile(r"\b(it|them)\b", re.I)
+
+
+class _NotRead(Exception):
+    """The grammar cannot read a part (the LLM may)."""
+
+
+@dataclass
+class _Ctx:
+    vocab: tuple[Sequence[str], WorldMap, Sequence[str]]
+    place: str = ""
+    target: tuple[str, str] | None = None
+    verb: str = ""  # "go_to" or "look": what a bare place repeats
+
+    def known(self) -> str:
+        return known_names(self.vocab[0], self.vocab[1].waypoint_ids, self.vocab[2])
+
+
+class _Stop(Exception):
+    """The grammar's answer is a question or a refusal (``args[0]``)."""
+
+
+def _unknown(ctx: _Ctx, phrase: str, what: str = "place") -> _Stop:
+    return _Stop(Refused(f"'{phrase}' is not a {what} I know ({ctx.known()}); an unknown name "
+                         "is never replaced by a known one"))
+
+
+def _place(ctx: _Ctx, phrase: str) -> str:
+    p = phrase.strip()
+    if re.fullmatch(r"there|here", p, re.I):
+        if not ctx.place:
+            raise _Stop(Clarify(f"Which place is '{p}'?", ctx.vocab[1].waypoint_ids))
+        return ctx.place
+    wp = waypoint_of(p, ctx.vocab[1].waypoint_ids)
+    if wp is None:
+        raise _unknown(ctx, re.sub(r"^the\s+", "", p, flags=re.I))
+    return wp
+
+
+def _target(ctx: _Ctx, phrase: str) -> tuple[str, str]:
+    if _IT.fullmatch(phrase.strip()) or re.fullmatch(r"they", phrase.strip(), re.I):
+        if ctx.target is None:
+            raise _Stop(Clarify(f"What does '{phrase.strip()}' refer to: which colour or "
+                                "object?", ()))
+        return ctx.target
+    got = target_of(phrase, ctx.vocab[0], ctx.vocab[2])
+    if got is None:
+        raise _unknown(ctx, re.sub(r"^(the|a|an|any|some)\s+", "", phrase.strip(), flags=re.I),
+                       "colour or object")
+    return got
+
+
+def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
+    wm = ctx.vocab[1]
+    x = x.strip()
+    m = _BETWEEN.match(x) or _PAIR.match(x)
+    if m:
+        a, b = _place(ctx, m["a"]), _place(ctx, m["b"])
+        if wm.length(a, b) is None:
+            raise _Stop(Refused(f"there is no corridor between {a} and {b} to avoid; corridors: "
+                                + ", ".join(f"{p}-{q}" for p, q in wm.edges)))
+        return [], [_key(a, b)]
+    m = _ONE.match(x)
+    if m:
+        a = _place(ctx, m["a"])
+        opts = tuple(f"{a}-{n}" for n in wm.neighbors(a))
+        if len(opts) != 1:
+            raise _Stop(Clarify(f"Which corridor of {a}: {' or '.join(opts)}?", opts))
+        return [], [_key(a, wm.neighbors(a)[0])]
+    parts = [p for p in re.split(r"\s*,\s*|\s+(?:and|or|nor)\s+", x) if p]
+    return [_place(ctx, p) for p in parts], []
+
+
+def _condition(ctx: _Ctx, body: str) -> tuple[Condition, str]:
+    for rx in _CONDS:
+        m = rx.match(body)
+        if not m:
+            continue
+        target = _target(ctx, m["t"])
+        if m["there"]:
+            place, rest = _place(ctx, "there"), m["there"][5:].strip()
+        else:
+            place, rest = _split_place(ctx, m["p"])
+        return Condition(target[0], target[1], place, not m["neg"]), rest
+    raise _NotRead(f"the condition 'if {body}' is not understood")
+
+
+def _split_place(ctx: _Ctx, phrase: str) -> tuple[str, str]:
+    """"the kitchen look in the pantry" -> ("kitchen", "look in the pantry"): the longest
+    start naming a waypoint, and the rest; an unknown start is refused by name."""
+    words = phrase.split()
+    k = next((k for k in range(len(words), 0, -1)
+              if waypoint_of(" ".join(words[:k]), ctx.vocab[1].waypoint_ids)), 0)
+    if not k:
+        stop = next((i for i, w in enumerate(words) if re.fullmatch(_VERB, w, re.I)),
+                    len(words))
+        raise _unknown(ctx, re.sub(r"^the\s+", "", " ".join(words[:stop]), flags=re.I))
+    return _place(ctx, " ".join(words[:k])), " ".join(words[k:])
+
+
+def _step(ctx: _Ctx, text: str) -> Step:
+    c, wm, o = ctx.vocab
+    wps = wm.waypoint_ids
+    if _THERE.search(text):
+        text = _THERE.sub(lambda m: f"go {m[2] or ''}to the {_place(ctx, 'there')}", text)
+    if _IT.search(text):
+        t = _target(ctx, _IT.search(text)[0])
+        text = _IT.sub(_noun(*t), text)
+    req = parse_request(text, c, wps, o)  # one reading, even with an "or" in it
+    if req is None and re.search(r"\bor\b", text, re.I):
+        if unknown_names(text, c, wps, o):
+            raise _unknown(ctx, unknown_names(text, c, wps, o)[0], "place, colour or object")
+        cols, places, objs = names_in(text, c, wps, o)
+        opts = tuple(places if len(places) > 1 else [*cols, *objs])
+        if len(opts) > 1:
+            raise _Stop(Clarify(f"Which one: {' or '.join(opts)}?", opts))
+        raise _NotRead(f"{text!r} offers alternatives I cannot tell apart")
+    if req is not None and req.intent in (*_MOVES, "find", "go_to_last_seen") and re.search(
+            r"\b(?:not|never|no|nor|without)\b", text, re.I):  # "but do not go to the hall"
+        raise _Stop(Refused(f"'{text}' is negated: I never act on a negated request I cannot "
+                            "read; to keep away from a place say e.g. 'avoid the hall'"))
+    if req is not None:
+        ctx.verb = "go_to" if req.intent == "go_to" else ctx.verb
+        return Step(req.validate(c, wps, o))
+    m = _LOOK_FOR.match(text)
+    if m:
+        t, p = _target(ctx, m["t"] or m["t2"]), _place(ctx, m["p"] or m["p2"])
+        ctx.verb = "look"
+        return Step(TaskRequest("go_to", waypoint=p, text=text), True, *t)
+    m = _LOOK_AT.match(text)
+    if m or waypoint_of(text, wps) is not None or re.fullmatch(r"there", text.strip(), re.I):
+        p = _place(ctx, m["p"] if m else text)
+        if not m and ctx.verb not in ("go_to", "look"):
+            raise _Stop(Clarify(f"What should I do at {p}: go there or look there?",
+                                (f"go to {p}", f"check {p}")))
+        if m or ctx.verb == "look":
+            ctx.verb = "look"
+            t = ctx.target or ("", "")
+            return Step(TaskRequest("go_to", waypoint=p, text=text), True, *t)
+        return Step(TaskRequest("go_to", waypoint=p, text=text))
+    names = unknown_names(text, c, wps, o)
+    if names:
+        raise _unknown(ctx, names[0], "place, colour or object" if o else "place or colour")
+    if ctx.verb and re.fullmatch(r"the\s+\w+(?:\s+\w+)?|\w+", text.strip(), re.I):
+        raise _unknown(ctx, re.sub(r"^the\s+", "", text.strip(), flags=re.I))  # "then the X"
+    raise _NotRead(f"{text!r} is not understood")
+
+
+def _grammar(text: str, ctx: _Ctx) -> Instruction:
+    clauses = [_LEAD.sub("", p.strip()) for p in _SEP.split(text) if p and p.strip()]
+    items: list[Item] = []
+    avoid_w: list[str] = []
+    avoid_c: list[tuple[str, str]] = []
+    cond: Condition | None = None  # an "if" waiting for its step
+    want_else = False
+    unread: _NotRead | None = None  # the first part not read; later ones may still refuse
+    for clause in clauses:
+        try:
+            cond, want_else = _clause(ctx, clause, items, avoid_w, avoid_c, cond, want_else)
+        except _NotRead as exc:
+            unread = unread or exc
+    if unread is not None:
+        raise unread
+    if cond is not None:
+        raise _Stop(Clarify(f"If {cond.describe()}, what should I do?", ()))
+    if not items:
+        what = ", ".join([*avoid_w, *(f"{a}-{b}" for a, b in avoid_c)])
+        raise _Stop(Clarify(f"I am only told what to avoid ({what}): what should I do?", ()))
+    return Instruction(tuple(items), tuple(avoid_w), tuple(avoid_c), text, "rules")
+
+
+def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
+            avoid_c: list[tuple[str, str]], cond: Condition | None, want_else: bool
+            ) -> tuple[Condition | None, bool]:
+    """Read one part into ``items`` / the constraints; returns the pending if, else."""
+    if _FILLER.fullmatch(clause):
+        return cond, want_else
+    m = _AVOID.match(clause)
+    if m:
+        try:
+            w, cs, rest = *_constraint(ctx, m["x"]), ""
+        except _Stop as stop:  # "without passing the lab go to the office": place, step
+            place, rest = _split_place(ctx, m["x"])
+            if isinstance(stop.args[0], Clarify) or not rest:
+                raise
+            w, cs = [place], []
+        avoid_w += [x for x in w if x not in avoid_w]
+        avoid_c += [x for x in cs if x not in avoid_c]
+        return _clause(ctx, rest, items, avoid_w, avoid_c, cond, want_else) if rest else (
+            cond, want_else)
+    e = _ELSE.match(clause)
+    if e or want_else:
+        last = items[-1] if items else None
+        if not isinstance(last, Conditional) or last.otherwise is not None:
+            raise _NotRead(f"'{clause}' has no 'if' before it")
+        body = clause[e.end():] if e else clause
+        if not body.strip():
+            return cond, True
+        ctx.target, ctx.place = (last.condition.target, last.condition.kind), \
+            last.condition.place
+        items[-1] = replace(last, otherwise=_step(ctx, body))
+        return cond, False
+    m = _IF.match(clause)
+    if m:
+        cond, rest = _condition(ctx, m["b"])
+        ctx.target, ctx.place = (cond.target, cond.kind), cond.place
+        if not rest:
+            return cond, want_else
+        clause = rest
+    step = _step(ctx, clause)
+    if cond is not None:
+        items.append(Conditional(cond, step))
+        cond = None
+    else:
+        items.append(step)
+        r = step.request
+        ctx.place = step.place or ctx.place
+        if r.colour:
+            ctx.target = (r.colour, r.look_kind)
+        elif step.target:
+            ctx.target = (step.target, step.kind)
+    return cond, want_else
+
+
+# -------------------------------------------------------------------------------------- LLM
+
+PLAN_SYSTEM = REQUEST_SYSTEM + (
+    "\nAn instruction may hold several steps, in order; give each as one request. "
+    '"look": true with go_to means drive there and look (colour or object: what to look '
+    'for, if said). "when": "always"; "if" runs the step only when if_colour / if_object is '
+    '(if_present true) or is not (false) at if_place; "else" runs the step when the '
+    'previous "if" step did not run. avoid_places / avoid_corridors: what the route must '
+    "not use. Use only names listed and said in the instruction.")
+
+
+def plan_schema(colours: Sequence[str], waypoints: Sequence[str],
+                objects: Sequence[str] = ()) -> dict:
+    """JSON schema of an LLM-parsed instruction: steps whose fields are
+    :func:`~glove_ros.core.plan.tasks.request_schema`'s plus look and a guard."""
+    props = dict(request_schema(colours, waypoints, objects)["properties"])
+    wp = {"type": "string", "enum": list(waypoints)}
+    props.update({"look": {"type": "boolean"},
+                  "when": {"type": "string", "enum": ["always", "if", "else"]},
+                  "if_colour": {"type": "string", "enum": ["", *colours]},
+                  **({"if_object": {"type": "string", "enum": ["", *objects]}} if objects else {}),
+                  "if_place": {"type": "string", "enum": ["", *waypoints]},
+                  "if_present": {"type": "boolean"}})
+    step = {"type": "object", "properties": props, "required": list(props),
+            "additionalProperties": False}
+    pair = {"type": "object", "properties": {"a": wp, "b": wp}, "required": ["a", "b"],
+            "additionalProperties": False}
+    return {"type": "object", "properties": {
+        "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_STEPS},
+        "avoid_places": {"type": "array", "items": wp, "maxItems": 4},
+        "avoid_corridors": {"type": "array", "items": pair, "maxItems": 4}},
+        "required": ["steps", "avoid_places", "avoid_corridors"], "additionalProperties": False}
+
+
+_PLAN_EXAMPLES = (
+    ("swing by the garage and after you are done there head for the porch, keeping out of "
+     "the hall", {"steps": [{"intent": "go_to", "waypoint": "garage"},
+                            {"intent": "go_to", "waypoint": "porch"}],
+                  "avoid_places": ["hall"]}),
+    ("should the green cube be missing from the porch, have a look around the garage",
+     {"steps": [{"intent": "go_to", "waypoint": "garage", "look": True, "colour": "green",
+                 "when": "if", "if_colour": "green", "if_place": "porch",
+                 "if_present": False}]}),
+)
+
+
+_UNSET = {"since_hours": 0, "look": False, "when": "always", "if_present": True}
+
+
+def _full(step: dict, objects: bool) -> dict:
+    """An example step with every field of the schema, in its order."""
+    keys = plan_schema(("x",), ("y",), ("z",) if objects else ())["properties"]["steps"]
+    return {k: step.get(k, _UNSET.get(k, "")) for k in keys["items"]["properties"]}
+
+
+def plan_messages(text: str, colours: Sequence[str], waypoints: Sequence[str],
+                  objects: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Chat messages asking the LLM for an instruction's plan (rules and examples first,
+    on names that are not the map's)."""
+    msgs = [{"role": "system", "content": PLAN_SYSTEM}]
+    for q, a in _PLAN_EXAMPLES:
+        full = {"steps": [_full(s, bool(objects)) for s in a["steps"]],
+                "avoid_places": a.get("avoid_places", []), "avoid_corridors": []}
+        msgs += [{"role": "user", "content": "Colours: green, yellow. Places: garage, hall, "
+                                             f"porch.\nInstruction: {q}"},
+                 {"role": "assistant", "content": json.dumps(full)}]
+    said = f"Objects: {', '.join(objects)}. " if objects else ""
+    msgs.append({"role": "user", "content": f"Colours: {', '.join(colours)}. {said}Places: "
+                                            f"{', '.join(waypoints)}.\nInstruction: {text}"})
+    return msgs
+
+
+def plan_from_llm(data: Any, text: str) -> Instruction:
+    """An :class:`Instruction` from a schema-valid LLM reply; ValueError when it is unusable
+    or names anything ``text`` does not say (a grammar forces the model onto known names)."""
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        raise ValueError("the LLM's reply is not a plan")
+    items: list[Item] = []
+    unsaid: list[str] = []
+    for n, s in enumerate(data["steps"], 1):
+        req = request_from_llm(s, text)
+        if req is None:
+            raise ValueError(f"the LLM's step {n} is not a request")
+        unsaid += ungrounded(req, text)
+        step = Step(req)
+        if s.get("look") and req.intent == "go_to":
+            step = Step(replace(req, colour="", look_kind=""), True, req.colour, req.look_kind)
+        if s.get("when") == "if":
+            target = s.get("if_object") or s.get("if_colour", "")
+            kind = "objects" if s.get("if_object") else "colors"
+            cond = Condition(target, kind, s.get("if_place", ""), bool(s.get("if_present")))
+            unsaid += ungrounded(TaskRequest("is_there", target, cond.place, look_kind=kind), text)
+            items.append(Conditional(cond, step))
+        elif s.get("when") == "else":
+            if not items or not isinstance(items[-1], Conditional) or items[-1].otherwise:
+                raise ValueError(f"the LLM's step {n} is an 'else' without an 'if'")
+            items[-1] = replace(items[-1], otherwise=step)
+        else:
+            items.append(step)
+    corridors = tuple(_key(c["a"], c["b"]) for c in data.get("avoid_corridors", []))
+    places = tuple(dict.fromkeys(data.get("avoid_places", [])))
+    for a, b in corridors:
+        unsaid += ungrounded(TaskRequest("corridor_status", waypoint=a, waypoint2=b), text)
+    for p in places:
+        unsaid += ungrounded(TaskRequest("go_to", waypoint=p), text)
+    if unsaid:
+        raise ValueError(f"the LLM named {', '.join(map(repr, dict.fromkeys(unsaid)))}, which the "
+                         "instruction does not say")
+    return Instruction(tuple(items), places, corridors, text, "llm")
+
+
+# ----------------------------------------------------------------------------- understanding
+
+def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMap,
+                           llm: Any = None, objects: Sequence[str] = (), at: str = ""
+                           ) -> Plan | Clarify | Refused:
+    """Read ``text`` into a checked :class:`Plan`, a :class:`Clarify` or a :class:`Refused`.
+
+    A text with no instruction word (or only a comma, around what the request grammar
+    reads whole) is one request, read by
+    :func:`~glove_ros.core.plan.tasks.understand` as before (its ValueError becomes the
+    Refused reason). ``at``: where the robot stands ("" unknown), for the reachability check.
+    """
+    objects, wps = tuple(objects), world_map.waypoint_ids
+    t = " ".join((text or "").replace("\u2019", "'").split()).rstrip(".! ")
+    for rx, to in _CONTRACT:
+        t = re.sub(rx, to, t, flags=re.I)
+    if not _COMPOUND.search(t) or (not _COMPOUND.search(t.replace(",", " ")) and parse_request(
+            text, colours, wps, objects) is not None):  # "where is the cup, please?"
+        try:
+            req, how = understand(text, colours, wps, llm, objects)
+        except ValueError as exc:
+            return Refused(str(exc))
+        return Plan(Instruction((Step(req),), text=req.text, source=req.source), how)
+    ctx = _Ctx((tuple(colours), world_map, objects))
+    try:
+        inst, how = _grammar(t, ctx), "understood by the instruction grammar"
+    except _Stop as stop:
+        return stop.args[0]
+    except (_NotRead, ValueError) as exc:
+        unknown = unknown_names(t, colours, wps, objects)
+        if unknown:  # never let the model drop or replace a name the robot does not know
+            return Refused(f"{', '.join(map(repr, unknown))} is not a place, colour or object I "
+                           f"know ({ctx.known()}); an unknown name is never replaced by a "
+                           "known one")
+        if llm is None:
+            return Refused(f"instruction {text!r} not understood: {exc}; {_HINT}")
+        res = llm.complete_json(plan_messages(t, colours, wps, objects),
+                                plan_schema(colours, wps, objects), max_tokens=96 * MAX_STEPS)
+        if not getattr(res, "ok", False):
+            return Refused(f"instruction {text!r} not understood (LLM: "
+                           f"{getattr(res, 'error', '?')}); {_HINT}")
+        try:
+            inst, how = plan_from_llm(res.data, t), "understood by the LLM (checked on the map)"
+        except ValueError as err:
+            return Refused(f"instruction {text!r}: {err}; known {ctx.known()}")
+    return check_plan(inst, world_map, colours, objects, at, how)
+
+
+def _cut(inst: Instruction, wm: WorldMap, src: str, dst: str) -> str:
+    """What of ``inst``'s constraints the map's shortest route src -> dst runs into."""
+    path = wm.shortest_path(src, dst) or []
+    hit = [w for w in path[1:] if w in inst.avoid_waypoints]
+    hit += [f"the corridor {a}-{b}" for a, b in inst.avoid_corridors
+            if any(_key(p, q) == (a, b) for p, q in zip(path, path[1:], strict=False))]
+    return ", ".join(dict.fromkeys(hit)) or "the avoided places and corridors"
+
+
+def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | None = None,
+               objects: Sequence[str] | None = None, at: str = "", how: str = ""
+               ) -> Plan | Refused:
+    """Check ``inst`` against the map before anything runs: every name
+    (:meth:`Instruction.validate`), and that each step's place can be reached from where the
+    robot will be (``at`` for the first; "" unknown: from some place not avoided) outside
+    the avoided places and corridors. Refused names the step and the constraint."""
+    try:
+        inst.validate(world_map, colours, objects)
+    except ValueError as exc:
+        return Refused(str(exc))
+    pos = at if world_map.has(at) else ""
+    for n, it in enumerate(inst.items, 1):
+        ends: set[str] = set() if isinstance(it, Step) or it.otherwise else {pos}
+        for step in ([it] if isinstance(it, Step) else [s for s in (it.then, it.otherwise) if s]):
+            r = step.request
+            dst = step.place or (world_map.dock if r.intent == "dock" else "")
+            why = f"step {n} ({step.describe()})"
+            if not dst:
+                ends.add("" if r.intent in ("find", "go_to_last_seen") else pos)
+                continue
+            if dst in inst.avoid_waypoints and dst != pos:
+                return Refused(f"{why} goes to {dst}, which you asked me to avoid")
+            starts = [pos] if pos else [w for w in world_map.waypoint_ids
+                                        if w != dst and w not in inst.avoid_waypoints]
+            if dst != pos and not any(world_map.shortest_path(
+                    s, dst, inst.avoid_edges(world_map, s)) for s in starts):
+                src = pos or world_map.dock or (starts or [dst])[0]
+                return Refused(f"{why}: every route{' from ' + pos if pos else ''} to {dst} "
+                               f"passes {_cut(inst, world_map, src, dst)}, which you asked me "
+                               "to avoid")
+            ends.add(dst)
+        pos = ends.pop() if len(ends) == 1 else ""
+    lines = [how or "understood", *inst.describe(),
+             "checked: every name is on the map; each step's place is reachable"
+             + (" outside the avoided places and corridors"
+                if inst.avoid_waypoints or inst.avoid_corridors else "")]
+    return Plan(inst, how, tuple(lines))
+
+
+# -------------------------------------------------------------------------------- execution
+# (the request path's decisions, for single requests and plan steps alike)
+
+def recall(req: TaskRequest, history: Callable[..., list], now: float
+           ) -> answers.Answer | None:
+    """The memory answer ``req`` rests on (:mod:`~glove_ros.core.plan.answers`; None for
+    go_to and dock). ``history(state_key, action)``: entries with their history (RuntimeError
+    when memory does not answer)."""
+    kind = req.look_kind or "colors"
+    if req.intent in ("go_to_last_seen", "where_last_seen"):  # the latter: say only
+        return answers.last_seen(req.colour, history(action="look"), now, kind=kind)
+    if req.intent == "is_there":  # from the looks there; never drives
+        return answers.is_there(req.colour, req.waypoint, history(req.waypoint, "look"), now,
+                                kind=kind)
+    if req.intent == "corridor_status":
+        return answers.corridor_status(req.waypoint, req.waypoint2,
+                                       history(action="navigate_to"), now)
+    if req.intent == "changes":
+        return answers.changes_since(now - req.since_s if req.since_s > 0 else 0.0, history(),
+                                     now)
+    return None
+
+
+def drive_route(world_map: WorldMap, at: str, target: str,
+                avoid: Sequence[tuple[str, str]],
+                navigate: Callable[[str], tuple[str, str, list[str]]]
+                ) -> tuple[str, str, list[str]]:
+    """Drive from ``at`` to ``target`` one corridor at a time along the map's shortest route
+    outside ``avoid`` (Nav2 cannot be told to avoid a corridor, but drives one corridor to
+    a neighbour): ``navigate(hop)`` -> (outcome, final waypoint, corridors driven). Returns
+    the last outcome, where the robot is and every corridor driven; ``unreachable`` when no
+    route avoids them."""
+    path = world_map.shortest_path(at, target, avoid) if world_map.has(at) else None
+    outcome, final, driven = ("reached" if path else "unreachable"), at, []
+    for hop in (path or [])[1:]:
+        outcome, final, went = navigate(hop)
+        driven += went
+        if outcome not in ("reached", "detour") or final != hop:
+            break
+    return outcome, final, driven
+
+
+def dock_result(use_service: bool, outcome: str, docked: bool) -> tuple[bool, str]:
+    """(success, reason) of a return to the dock after the drive's ``outcome``; ``docked``:
+    the dock service said so (asked only where the robot has one)."""
+    if use_service:
+        return docked, "docked" if docked else (f"navigation to the dock: {outcome}" if
+                                                outcome != "reached" else
+                                                "dock service refused or absent")
+    ok = outcome == "reached"
+    return ok, ("at the dock (no dock service: charging is read from the battery)" if ok
+                else f"navigation to the dock: {outcome}")
+
+
+def forbidden(action: Any, at: str | None, avoid: Sequence[tuple[str, str]]) -> bool:
+    """Whether the agent's ``action`` drives along a corridor an instruction avoids."""
+    return isinstance(action, NavigateTo) and _key(at or "", action.waypoint) in avoid
+
+
+def arrival(target: str, outcome: str, final: str, said: str = "") -> dict[str, Any]:
+    """The run_task result's fields after a drive to ``target`` ended with ``outcome`` at
+    ``final`` (a detour arrives too: Nav2 drove around a corridor), after what memory
+    ``said`` (the answer so far)."""
+    ok = outcome in ("reached", "detour") and final == target
+    return {"success": ok, "reason": "reached" if ok else f"navigation: {outcome}",
+            "found_at": final, "answer": (said + " " if said else "") + (
+                f"I am at {final}." if ok
+                else f"I could not get to {target} ({outcome}); I am at {final}.")}
+
+
+def driven_transitions(driven: Sequence[str], world_map: WorldMap, robot_id: str,
+                       episode_id: str, context: str) -> list[Transition]:
+    """``reached`` transitions for the corridors ("a:b") a drive evidently went along that
+    are corridors of the map."""
+    return [Transition(state_key=a, action="navigate_to", outcome="reached", action_arg=b,
+                       robot_id=robot_id, episode_id=episode_id, context=context)
+            for a, _, b in (t.partition(":") for t in driven)
+            if world_map.length(a, b) is not None]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """How one step ended, as the driver reports it: ``ok`` and ``reason``, its ``answer``;
+    for a look step the outcome signature ``seen`` and the memory id ``look_id`` (0: not
+    stored); ``found_at`` for a find."""
+
+    ok: bool
+    reason: str
+    answer: str = ""
+    found_at: str = ""
+    seen: str = ""
+    look_id: int = 0
+    cited: tuple[int, ...] = ()
+    explain: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, status: str, result: Any, step: Step, seen: str = "", look_id: int = 0
+           ) -> StepOutcome:
+        """From a single-request path's result (``reason``, ``answer``, ``found_at``,
+        ``cited_entries``, ``explain``) and the status it set on its :class:`StepHandle`;
+        a look step that got no frames (``seen`` "") failed."""
+        ok = status == "succeeded" and (bool(seen) or not step.look)
+        reason = "camera_timeout" if status == "succeeded" and not ok else result.reason
+        return cls(ok, reason, result.answer, result.found_at, seen, look_id,
+                   tuple(result.cited_entries), tuple(result.explain))
+
+
+def look_transition(step: Step, seen: str, robot_id: str, episode_id: str,
+                    pose: tuple[float, float, float] | None) -> Transition:
+    """The transition a look step records: its place's look saw ``seen``."""
+    return Transition(state_key=step.place, action="look", outcome=seen, robot_id=robot_id,
+                      episode_id=episode_id, pose=pose, context=step.describe())
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """A run plan: ``lines`` (one per step and decision), what it cites and explains."""
+
+    success: bool
+    reason: str
+    lines: tuple[str, ...]
+    cited: tuple[int, ...] = ()
+    explain: tuple[str, ...] = ()
+    steps: int = 0
+    source: str = "rules"
+
+    def fields(self, at: str = "") -> dict[str, Any]:
+        """The run_task result's fields: the answer one line per step, ``explain`` the plan
+        as checked and then the memories set aside; ``found_at`` where the robot ended."""
+        return {"success": self.success, "reason": self.reason, "steps": self.steps,
+                "answer": "; ".join(self.lines), "found_at": at,
+                "cited_entries": list(self.cited), "explain": list(self.explain),
+                "intent": "instruction", "understood_by": self.source}
+
+
+class StepHandle:
+    """Stands in for the action goal handle while one step runs through a single-request
+    code path: the step's text and id, cancel and feedback from the real handle, and the
+    status the path sets (``succeeded`` / ``aborted`` / ``canceled``) kept here."""
+
+    is_cancel_requested = property(lambda self: bool(self._handle.is_cancel_requested))
+
+    def __init__(self, handle: Any, task: str, task_id: str) -> None:
+        self._handle, self.status = handle, ""
+        self.request = SimpleNamespace(task=task, task_id=task_id, max_steps=0)
+        self.publish_feedback = handle.publish_feedback
+
+    def succeed(self) -> None:
+        self.status = "succeeded"
+
+    def abort(self) -> None:
+        self.status = "aborted"
+
+    def canceled(self) -> None:
+        self.status = "canceled"
+
+
+def _summary(step: Step, out: StepOutcome) -> str:
+    if not out.ok:
+        return f"failed ({out.reason})" + (f": {out.answer}" if out.answer else "")
+    ref = f" (look #{out.look_id})" if out.look_id else ""
+    if step.look and step.target and look_kind(out.seen) == step.kind:  # else: cannot tell
+        there = step.target in look_names(out.seen)
+        return f"{_noun(step.target, step.kind)} is {'' if there else 'not '}there{ref}"
+    if step.look:
+        seen = sorted(look_names(out.seen)) if look_kind(out.seen) else []
+        return f"saw {', '.join(seen) or 'nothing'}{ref}"
+    if step.request.intent in _MOVES + ("find",):
+        return out.reason
+    return out.answer or out.reason
+
+
+def run_plan(plan: Plan, run_step: Callable[[int, Step], StepOutcome],
+             recall: Callable[[str, str, str], Any], *,
+             cancelled: Callable[[], bool] = lambda: False,
+             log: Callable[[int, str], None] = lambda n, line: None) -> PlanReport:
+    """Run ``plan`` item by item. ``run_step(n, step)`` executes one step (the driver applies
+    the constraints); ``recall(target, kind, place)`` answers from verified memory with an
+    :class:`~glove_ros.core.plan.answers.Answer` (value yes / no / unknown; RuntimeError
+    when memory does not answer). The first failing step stops the plan. ``log(n, line)``
+    gets the plan as checked (n = 0), then every step and every decision of a conditional."""
+    inst = plan.instruction
+    lines: list[str] = []
+    cited: list[int] = []
+    explain: list[str] = list(plan.explain)
+    log(0, "plan: " + "; ".join(plan.explain))
+    looked: dict[str, StepOutcome] = {}  # place -> this plan's latest look there
+    found: dict[str, str] = {}  # target -> where a find of this plan found it
+    ran = 0
+
+    def say(n: int, line: str) -> None:
+        lines.append(line)
+        log(n, line)
+
+    def run(n: int, step: Step) -> StepOutcome:
+        nonlocal ran
+        ran += 1
+        out = run_step(n, step)
+        cited.extend(out.cited)
+        explain.extend(out.explain)
+        if out.ok and step.look:
+            looked[step.place] = out
+        if out.ok and out.found_at and step.request.intent == "find":
+            found[step.request.colour] = out.found_at
+        return out
+
+    def done(ok: bool, reason: str) -> PlanReport:
+        return PlanReport(ok, reason, tuple(lines), tuple(dict.fromkeys(cited)),
+                          tuple(dict.fromkeys(explain)), ran, inst.source)
+
+    def decide(n: int, c: Condition) -> tuple[bool | None, str]:
+        obs = looked.get(c.place)
+        if obs is not None and look_kind(obs.seen) == c.kind:
+            at = c.target in look_names(obs.seen)
+            return at, f"look #{obs.look_id}" if obs.look_id else "this plan's look"
+        if found.get(c.target) == c.place:
+            return True, "found there in this plan"
+        try:
+            ans = recall(c.target, c.kind, c.place)
+        except RuntimeError as exc:
+            return None, f"cannot read memory: {exc}"
+        if ans.value in ("yes", "no"):
+            cited.extend(ans.cited)
+            explain.extend(ans.explain)
+            return ans.value == "yes", ", ".join(f"#{i}" for i in ans.cited) or "memory"
+        probe = Step(TaskRequest("go_to", waypoint=c.place, text=f"look in {c.place}"), True,
+                     c.target, c.kind)
+        out = run(n, probe)
+        say(n, f"{n}. memory does not know whether {c.describe(True)} ({ans.text}); "
+            f"looked there: {_summary(probe, out)}")
+        if not out.ok or look_kind(out.seen) != c.kind:
+            return None, (f"the look at {c.place} failed: {out.reason}" if not out.ok else
+                          f"the look at {c.place} cannot tell {_noun(c.target, c.kind)}")
+        return c.target in look_names(out.seen), f"look #{out.look_id}" if out.look_id else "look"
+
+    for n, it in enumerate(inst.items, 1):
+        if cancelled():
+            say(n, f"{n}. not run: cancelled")
+            return done(False, "cancelled")
+        why, step = "", it
+        if isinstance(it, Conditional):
+            at, evidence = decide(n, it.condition)
+            if at is None:
+                say(n, f"{n}. cannot decide whether {it.condition.describe(True)}: {evidence}")
+                return done(False, f"step {n}: {evidence}")
+            holds = at == it.condition.present
+            why = f"{it.condition.describe(at)} ({evidence}), so "
+            if (it.then if holds else it.otherwise) is None:
+                say(n, f"{n}. {why}nothing to do")
+                continue
+            step = it.then if holds else it.otherwise
+        assert isinstance(step, Step)
+        out = run(n, step)
+        say(n, f"{n}. {why}{step.describe()}: {_summary(step, out)}")
+        if not out.ok:
+            return done(False, f"step {n} ({step.describe()}) failed: {out.reason}")
+    return done(True, f"all {len(inst.items)} steps done")
