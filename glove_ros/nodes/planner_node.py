@@ -1,18 +1,18 @@
 """Planner node: the JetRover task agent with a local LLM, memory-driven.
 
-Takes tasks in words through the ``run_task`` action: requests ("find the red block", "go to
-the kitchen", "is there a person in the kitchen?", "what changed since yesterday?", ...: a
-fixed grammar, other phrasings to the local LLM with ``planner:=llm``,
-:func:`glove_ros.core.plan.tasks.understand`) and instructions ("go to the kitchen, then the
-office, then dock", "avoid the lab", "if the cup is not in the kitchen, look in the pantry":
-checked against the map first, run step by step, :mod:`glove_ros.core.plan.instructions`).
-Questions and "last seen" goals are answered from memory with its history
-(:mod:`glove_ros.core.plan.answers`): ``answer`` cites the trusted entries (#id), ``explain``
-lists suppressed / replaced ones with the verifier's reason. For a search it decides each
-next waypoint with :class:`glove_ros.core.plan.agent.TaskAgent` (GreedyPlanner or LlmPlanner
-over llama.cpp, JSON-schema constrained to valid waypoints; invalid or slow output falls back
-to greedy and is counted), drives with the ``navigate_to_waypoint`` action, looks by fusing
-a few perception frames, and records every transition through the memory's
+Takes tasks in words through the ``run_task`` action: "find the red block", "find the cup",
+"go to the kitchen", "bring me to where you last saw the blue block", "is there a person in
+the kitchen?", "is the corridor between hall and lab open?", "what changed since
+yesterday?", "return to the dock" (a fixed grammar;
+other phrasings are parsed by the local LLM when ``planner:=llm``,
+:func:`glove_ros.core.plan.tasks.understand`). Questions and "last seen" goals are answered from
+memory with its history (:mod:`glove_ros.core.plan.answers`): the result's ``answer`` cites the
+trusted entries (#id) and ``explain`` lists suppressed / replaced ones with the verifier's
+reason. For a search it decides each next
+waypoint with :class:`glove_ros.core.plan.agent.TaskAgent` (GreedyPlanner or LlmPlanner over
+llama.cpp, JSON-schema constrained to valid waypoints; invalid or slow output falls back
+to greedy and is counted), drives with the ``navigate_to_waypoint`` action, looks by
+fusing a few perception frames, and records every transition through the memory's
 ``record_transition`` service (acknowledged before the next decision reads memory).
 
 It also serves the ``probe`` action for synchronous GLOVE verification: repeat a
@@ -62,11 +62,10 @@ from glove_ros.action import NavigateToWaypoint, Probe, RunTask
 from glove_ros.core.memory.experience import MemoryEntry, Transition
 from glove_ros.core.ops.health import OK, WARN, LatencyStat
 from glove_ros.core.ops.resend import resend_waits
-from glove_ros.core.plan import instructions
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
 from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task, WorldMap
-from glove_ros.core.plan.tasks import TaskRequest, object_vocabulary
+from glove_ros.core.plan.tasks import TaskRequest, object_vocabulary, understand
 from glove_ros.core.world.observation import (
     Frame,
     FreshFrames,
@@ -703,25 +702,21 @@ class PlannerNode(LifecycleNode):
         return judge_frames(frames, config, waypoint).outcome
 
     # actions ---------------------------------------------------------------------------
-    def _execute_task(self, handle: Any, req: TaskRequest | None = None, how: str = "",
-                      avoid: Sequence[tuple[str, str]] = ()) -> Any:
-        """A run_task goal; or (``req``) one step of an instruction, ``avoid``ing corridors."""
-        assert self._agent is not None and self._map is not None
-        if req is None:  # a goal: read it (one request then runs exactly as it always ran)
-            plan = instructions.understand_instruction(
-                handle.request.task, self._colors, self._map, self._parse_llm(), self._objects,
-                self._at)
-            if isinstance(plan, instructions.Plan) and not plan.single:
-                return self._execute_plan(handle, plan)
-            if not isinstance(plan, instructions.Plan):  # a question or a refusal
-                result = RunTask.Result(**plan.fields())
-                self.get_logger().warning(result.answer)
-                handle.abort()
-                return result
-            req, how = plan.request, plan.how
+    def _execute_task(self, handle: Any) -> Any:
+        goal = handle.request
+        result = RunTask.Result()
+        agent = self._agent
+        assert agent is not None and self._map is not None
+        try:
+            req, how = understand(goal.task, self._colors, self._map.waypoint_ids,
+                                   self._parse_llm(), self._objects)
+        except ValueError as exc:
+            self.get_logger().warning(str(exc))
+            result.success, result.reason, result.answer = False, "invalid_task", str(exc)
+            handle.abort()
+            return result
         if req.intent != "find":
-            return self._execute_request(handle, req, how, avoid)
-        goal, result, agent = handle.request, RunTask.Result(), self._agent
+            return self._execute_request(handle, req, how)
         task = Task(req.colour, id=goal.task_id).validate()
         result.intent, result.understood_by = req.intent, req.source
         recorded: list[tuple[Any, int]] = []
@@ -761,13 +756,9 @@ class PlannerNode(LifecycleNode):
                 if isinstance(action, Finish):
                     finish = action
                     break
-                if instructions.forbidden(action, agent.current, avoid):  # by an instruction:
-                    agent.on_navigation("blocked")  # routed around, never driven nor remembered
-                    continue
                 step += 1
                 if isinstance(action, NavigateTo):
-                    outcome, final = self._navigate(action.waypoint,
-                                                    (*action.avoid_edges, *avoid),
+                    outcome, final = self._navigate(action.waypoint, action.avoid_edges,
                                                     lambda: handle.is_cancel_requested)
                     ts = agent.on_navigation(outcome, final, self._arrival_pose(final))
                     last = f"navigate_to {action.waypoint}: {outcome}"
@@ -795,9 +786,9 @@ class PlannerNode(LifecycleNode):
             self._llm_decisions += int(report.llm_decisions)
             self._llm_fallbacks += int(report.fallbacks)
         result.success, result.reason = bool(finish.success), finish.reason
-        result.steps, result.found_at, result.llm_fallbacks = (int(report.steps), report.found_at,
-                                                              int(report.fallbacks)) if report \
-            else (step, "", 0)
+        result.steps = int(report.steps if report else step)
+        result.found_at = report.found_at if report else ""
+        result.llm_fallbacks = int(report.fallbacks if report else 0)
         outcome = TaskOutcome(
             robot_id=str(self.get_parameter("robot_id").value), episode_id=task.id,
             task=goal.task, target=task.color, success=result.success, reason=result.reason,
@@ -810,44 +801,69 @@ class PlannerNode(LifecycleNode):
             f"task '{goal.task}' ({goal.task_id}): {'success' if finish.success else 'FAILED'}"
             f" ({finish.reason}) in {result.steps} steps"
             + (f", {result.llm_fallbacks} LLM fallbacks" if result.llm_fallbacks else ""))
-        (handle.canceled if finish.reason == "cancelled" else handle.succeed if finish.success
-         else handle.abort)()
+        if finish.reason == "cancelled":
+            handle.canceled()
+        elif finish.success:
+            handle.succeed()
+        else:
+            handle.abort()
         return result
 
-    def _execute_request(self, handle: Any, req: TaskRequest, how: str,
-                         avoid: Sequence[tuple[str, str]] = ()) -> Any:
+    def _execute_request(self, handle: Any, req: TaskRequest, how: str) -> Any:
         """Everything but a search: dock, go to a place, answer from memory."""
-        result = self._execute_dock(handle, avoid) if req.intent == "dock" else RunTask.Result()
-        result.intent, result.understood_by = req.intent, req.source
-        if req.intent != "dock":
-            try:  # the memory answer it rests on (none for go_to)
-                answer = instructions.recall(req, self._view.history, self._now())
+        from glove_ros.core.plan import answers
+
+        if req.intent == "dock":
+            result = self._execute_dock(handle)
+        else:
+            result = RunTask.Result()
+            answer = None
+            try:
+                now, kind = self._now(), req.look_kind or "colors"
+                if req.intent in ("go_to_last_seen", "where_last_seen"):  # the latter: say only
+                    answer = answers.last_seen(req.colour, self._view.history(action="look"),
+                                               now, kind=kind)
+                elif req.intent == "is_there":  # from the looks there; never drives
+                    answer = answers.is_there(req.colour, req.waypoint, self._view.history(
+                        req.waypoint, "look"), now, kind=kind)
+                elif req.intent == "corridor_status":
+                    answer = answers.corridor_status(
+                        req.waypoint, req.waypoint2, self._view.history(action="navigate_to"),
+                        now)
+                elif req.intent == "changes":
+                    since = now - req.since_s if req.since_s > 0 else 0.0
+                    answer = answers.changes_since(since, self._view.history(), now)
             except RuntimeError as exc:  # memory not answering
                 result.success, result.reason = False, "memory_unavailable"
                 result.answer = f"I cannot read my memory: {exc}"
                 handle.abort()
-                return result
+                return self._tag(result, req)
             target = req.waypoint if req.intent == "go_to" else (
                 answer.value if req.intent == "go_to_last_seen" else "")
             if answer is not None:
-                result.answer, result.cited_entries, result.explain = (
-                    answer.text, list(answer.cited), list(answer.explain))
+                result.answer = answer.text
+                result.cited_entries = list(answer.cited)
+                result.explain = list(answer.explain)
             if req.intent in ("go_to", "go_to_last_seen") and not target:
                 result.success, result.reason = False, "no_memory"
                 handle.abort()
             elif target:
                 drove = self._at != target
-                outcome, final = self._go_to(target, handle, avoid)
-                for key, value in instructions.arrival(target, outcome, final,
-                                                       result.answer).items():
-                    setattr(result, key, value)
+                outcome, final = self._go_to(target, handle)
+                # a detour arrives too: Nav2 drove around a corridor, the robot is there
+                result.success = outcome in ("reached", "detour") and final == target
+                result.reason = "reached" if result.success else f"navigation: {outcome}"
+                result.found_at = final
                 result.steps = 1 if drove else 0
+                result.answer = (result.answer + " " if result.answer else "") + (
+                    f"I am at {final}." if result.success
+                    else f"I could not get to {target} ({outcome}); I am at {final}.")
                 (handle.succeed if result.success else handle.abort)()
             else:
                 result.success, result.reason = True, "answered"
                 handle.succeed()
         self.get_logger().info(f"task '{req.text}' ({how}): {result.reason}; {result.answer}")
-        return result
+        return self._tag(result, req)
 
     def _record_driven(self, episode_id: str, context: str, epoch: int) -> None:
         """Remember the corridors the last drive evidently went along as reached (a drive
@@ -859,90 +875,76 @@ class PlannerNode(LifecycleNode):
                 self.get_logger().warning("not recording the corridors driven: the pose "
                                           "source restarted during the drive")
             return
-        assert self._map is not None
-        ts = instructions.driven_transitions(driven, self._map, str(self.get_parameter(
-            "robot_id").value), episode_id, context)
+        robot = str(self.get_parameter("robot_id").value)
+        ts = []
+        for text in driven:
+            a, _, b = text.partition(":")
+            if self._map is not None and self._map.length(a, b) is not None:
+                ts.append(Transition(state_key=a, action="navigate_to", outcome="reached",
+                                     action_arg=b, robot_id=robot, episode_id=episode_id,
+                                     context=context))
         if ts:
             self._record(ts)
             self.get_logger().info(f"corridors driven: {', '.join(driven)}")
 
-    def _go_to(self, target: str, handle: Any, avoid: Sequence[tuple[str, str]] = ()
-               ) -> tuple[str, str]:
-        """Drive to ``target`` around corridors trusted memory believes blocked and ``avoid``
-        (a cancel of ``handle`` cancels the drive)."""
+    @staticmethod
+    def _tag(result: Any, req: TaskRequest) -> Any:
+        result.intent, result.understood_by = req.intent, req.source
+        return result
+
+    def _go_to(self, target: str, handle: Any) -> tuple[str, str]:
+        """Drive to ``target`` around corridors trusted memory believes blocked (a cancel of
+        ``handle`` cancels the drive)."""
         assert self._agent is not None
         with self._robot:
             if self._at == target:
                 return "reached", self._at
             try:
-                blocked = sorted(self._agent.beliefs().blocked_edges)
+                avoid = sorted(self._agent.beliefs().blocked_edges)
             except RuntimeError:
-                blocked = []
-            return self._drive(target, handle, blocked, avoid, f"go to {target}")
+                avoid = []
+            epoch = self._poses.epoch
+            outcome, final = self._navigate(target, avoid, lambda: handle.is_cancel_requested)
+            if final:
+                self._agent.relocate(final, self._pose)
+            self._record_driven(handle.request.task_id, f"go to {target}", epoch)
+            return outcome, final
 
-    def _drive(self, target: str, handle: Any, blocked: Sequence[tuple[str, str]],
-               avoid: Sequence[tuple[str, str]], context: str) -> tuple[str, str]:
-        """Drive (holding the robot), with ``avoid`` corridor by corridor; record what drove."""
-        assert self._map is not None and self._agent is not None
-        epoch, cancelled = self._poses.epoch, lambda: handle.is_cancel_requested
-        if avoid:
-            avoid = [*avoid, *blocked]
-            outcome, final, self._driven = instructions.drive_route(
-                self._map, self._at or self._wait_located() or "", target, avoid,
-                lambda hop: (*self._navigate(hop, avoid, cancelled), self._driven))
-        else:
-            outcome, final = self._navigate(target, blocked, cancelled)
-        if final:
-            self._agent.relocate(final, self._pose)
-        self._record_driven(handle.request.task_id, context, epoch)
-        return outcome, final
-
-    def _execute_plan(self, handle: Any, plan: instructions.Plan) -> Any:
-        """An instruction, each step through the single-request path under its constraints."""
-        goal, inst = handle.request, plan.instruction
-
-        def step(n: int, s: instructions.Step) -> instructions.StepOutcome:
-            sub = instructions.StepHandle(handle, s.describe(), f"{goal.task_id}.{n}")
-            r = self._execute_task(sub, s.request, plan.how, inst.avoid_edges(self._map, self._at))
-            seen, look = "", 0
-            if s.look and sub.status == "succeeded":
-                pose, seen = self._arrival_pose(s.place), self._look(s.place) or ""
-                if seen and self._located() in (None, s.place):  # else: not where it looked
-                    look = self._record([instructions.look_transition(s, seen, str(
-                        self.get_parameter("robot_id").value), sub.request.task_id, pose)])[0][1]
-            return instructions.StepOutcome.of(sub.status, r, s, seen, look)
-
-        def log(n: int, line: str) -> None:
-            self.get_logger().info(f"instruction '{goal.task}': {line}")
-            handle.publish_feedback(RunTask.Feedback(step=n, current_waypoint=self._at,
-                                                     last_action=line))
-
-        report = instructions.run_plan(plan, step, lambda t, kind, wp: instructions.recall(
-            TaskRequest("is_there", t, wp, look_kind=kind), self._view.history, self._now()),
-            cancelled=lambda: handle.is_cancel_requested, log=log)
-        result = RunTask.Result(**report.fields(self._at))
-        (handle.succeed if report.success else handle.canceled if report.reason == "cancelled"
-         else handle.abort)()
-        return result
-
-    def _execute_dock(self, handle: Any, avoid: Sequence[tuple[str, str]] = ()) -> Any:
+    def _execute_dock(self, handle: Any) -> Any:
         """Drive to the map's dock and start charging: the ``dock`` service where the robot
         has one (``dock_service``); without one (the JetRover) arriving is the task, and the
         charger is seen on the battery (the consolidation node's dock detection)."""
         assert self._map is not None and self._agent is not None
-        result, dock = RunTask.Result(), self._map.dock
+        result = RunTask.Result()
+        dock = self._map.dock
         use_service = bool(self.get_parameter("dock_service").value)
         with self._robot:
-            outcome, final = (("reached", self._at) if self._at == dock else self._drive(
-                dock, handle, (), avoid, "return to the dock"))
-            outcome = "reached" if outcome == "detour" and final == dock else outcome  # arrived
-            docked = self.call(self.dock_client, Trigger.Request(), 10.0) if (
-                outcome == "reached" and use_service) else None
-        result.success, result.reason = instructions.dock_result(
-            use_service, outcome, bool(docked is not None and docked.success))
+            epoch = self._poses.epoch
+            outcome, final = (("reached", self._at) if self._at == dock
+                              else self._navigate(dock, (), lambda: handle.is_cancel_requested))
+            if outcome == "detour" and final == dock:
+                outcome = "reached"  # arrived; the corridors driven are recorded below
+            if final:
+                self._agent.relocate(final, self._pose)
+            self._record_driven(handle.request.task_id, "return to the dock", epoch)
+            docked = None
+            if outcome == "reached" and use_service:
+                docked = self.call(self.dock_client, Trigger.Request(), 10.0)
+        if use_service:
+            result.success = bool(docked is not None and docked.success)
+            result.reason = "docked" if result.success else (
+                f"navigation to the dock: {outcome}" if outcome != "reached"
+                else "dock service refused or absent")
+        else:
+            result.success = outcome == "reached"
+            result.reason = ("at the dock (no dock service: charging is read from the battery)"
+                             if result.success else f"navigation to the dock: {outcome}")
         result.found_at = dock if result.success else ""
         self.get_logger().info(f"return to dock: {result.reason}")
-        (handle.succeed if result.success else handle.abort)()
+        if result.success:
+            handle.succeed()
+        else:
+            handle.abort()
         return result
 
     def _execute_probe(self, handle: Any) -> Any:
