@@ -169,9 +169,9 @@ def linked_params(values: Mapping[str, Mapping[str, object]]) -> dict[str, dict[
 
 
 def file_parameters(params_file: str, node: str, namespace: str = "") -> dict[str, object]:
-    """The values a ROS 2 parameter file gives ``node`` in ``namespace`` (sections ``/**``,
-    ``/**/node``, ``node``, ``/ns/node`` in file order, later ones winning; nested names
-    dotted). ``{}`` when the file cannot be read: the node itself reports that."""
+    """The values a ROS 2 parameter file gives ``node`` in ``namespace``
+    (:func:`section_parameters`). ``{}`` when the file cannot be read: the node itself
+    reports that."""
     try:
         import yaml
 
@@ -179,6 +179,13 @@ def file_parameters(params_file: str, node: str, namespace: str = "") -> dict[st
             doc = yaml.safe_load(f)
     except Exception:  # a missing or bad file is the node's error to report, not ours
         return {}
+    return section_parameters(doc, node, namespace)
+
+
+def section_parameters(doc: object, node: str, namespace: str = "") -> dict[str, object]:
+    """The values a parameter file's content ``doc`` gives ``node`` in ``namespace`` (sections
+    ``/**``, ``/**/node``, ``node``, ``/ns/node`` in file order, later ones winning; nested
+    names dotted: ``verifier.mode``)."""
     fqn = f"{normalize_namespace(namespace)}/{node}"
     out: dict[str, object] = {}
     for key, section in (doc.items() if isinstance(doc, dict) else ()):

@@ -28,7 +28,6 @@ import importlib
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -299,35 +298,10 @@ FILE_PARAMS: dict[str, Callable[[str], None]] = {
 }
 
 
-def _section_matches(key: str, node_fqn: str) -> bool:
-    """Whether a parameter-file section (``/**``, ``/**/memory``, ``memory``,
-    ``/robot1/memory``) applies to the node ``node_fqn`` (``/robot1/memory``)."""
-    k = key.strip() if key.strip().startswith("/") else "/" + key.strip()
-    pattern = re.escape(k).replace(r"/\*\*", "(?:/[^/]+)*").replace(r"\*", "[^/]+")
-    return re.fullmatch(pattern, node_fqn) is not None
-
-
-def _flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in params.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def node_parameters(doc: dict[str, Any], node: str, namespace: str = "") -> dict[str, Any]:
     """The values a parameter file ``doc`` gives ``node`` (in ``namespace``), sections in
     file order, later ones winning; nested names dotted (``verifier.mode``)."""
-    fqn = f"{graph.normalize_namespace(namespace)}/{node}"
-    values: dict[str, Any] = {}
-    for key, section in doc.items():
-        if isinstance(key, str) and isinstance(section, dict) and _section_matches(key, fqn):
-            params = section.get("ros__parameters")
-            if isinstance(params, dict):
-                values.update(_flatten(params))
-    return values
+    return graph.section_parameters(doc, node, namespace)
 
 
 def _command_overrides(cmd: list[str]) -> dict[str, str]:
