@@ -47,6 +47,9 @@ Scenario YAML (``bench/scenarios/consolidation_*.yaml``)::
   planner_budget_tokens: 400    # memory budget of the rehearsed planner
   baseline_budget_tokens: 400   # token budget of the dedup_recency baseline (default: the
                                 # planner budget)
+  checkpoint_every: 0           # > 0: the long-stream mode (planner-read tokens, success,
+                                # memory, dock cost per window of this many episodes;
+                                # glove_ros/benchmarks/_consolidation_stream.py)
   events: []                    # extra world events (world-file syntax), appended
   consolidation: {}             # ConsolidationConfig fields for the rule arm
   llm:                          # the llm arm (--consolidator llm|both)
@@ -62,6 +65,12 @@ Scenario YAML (``bench/scenarios/consolidation_*.yaml``)::
 Writes ``<out>/consolidation_<name>[_llm|_both].json`` and ``.png`` (active tokens and
 rolling success over episodes per arm; drift events and commits marked) and prints a table
 with the paper's reference numbers next to the measured ones.
+
+Long-stream mode (``checkpoint_every`` > 0 or ``--checkpoint-every N``;
+``bench/scenarios/consolidation_stream.yaml``, 1,000 episodes): the same stream and arms,
+measured where it matters -- the tokens the planner actually reads for each task under its
+budget, the success of the decisions taken from them, memory size and dock cost, per
+checkpoint window and per dock (:mod:`glove_ros.benchmarks._consolidation_stream`).
 """
 
 from __future__ import annotations
@@ -155,11 +164,12 @@ class Scenario:
     llm: Mapping[str, Any] = field(default_factory=lambda: dict(_LLM_KEYS))
     file: str = ""
     baseline_budget_tokens: int = 0
+    checkpoint_every: int = 0
 
 
 _TOP = {"name", "description", "world", "episodes", "seed", "start", "max_drives", "miss_rate",
         "every_k", "planner_budget_tokens", "baseline_budget_tokens", "events",
-        "consolidation", "llm"}
+        "consolidation", "llm", "checkpoint_every"}
 
 
 def parse_scenario(data: Any, default_name: str = "scenario", file: str = "") -> Scenario:
@@ -211,6 +221,7 @@ def parse_scenario(data: Any, default_name: str = "scenario", file: str = "") ->
         as_int("max_drives", 14, 1), float(miss), as_int("every_k", 10, 1),
         as_int("planner_budget_tokens", 400, 16), str(data.get("description", "")),
         dict(cons), llm, file, as_int("baseline_budget_tokens", 0, 0),
+        as_int("checkpoint_every", 0, 0),
     )
     if not world.colors:
         raise ScenarioError(f"world {world.name!r} has no blocks: nothing to search for")
@@ -392,21 +403,21 @@ def _run_doc(ep: int, r: ConsolidationReport) -> dict[str, Any]:
     }
 
 
-def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "dedup_recency", "rule"),
-                  model_path: str = "", log: Any = None) -> dict[str, Any]:
-    """Run the arms side by side on one stream; returns the JSON document."""
-    for a in arms:
+def _make_arms(sc: Scenario, names: Sequence[str],
+               model_path: str = "") -> tuple[list[_Arm], Any]:
+    """One in-memory store, fast writer and (rule / llm) consolidator per arm; returns the
+    arms and the loaded LLM backend (``None`` without an llm arm). The caller closes both
+    (the stores are closed here if building a later arm fails)."""
+    for a in names:
         if a not in ARMS:
             raise ValueError(f"unknown arm {a!r}; arms: {', '.join(ARMS)}")
-    world = sc.world
-    wps = list(world.waypoint_ids)
-    watched = _watched_edges(world)
+    out: list[_Arm] = []
     backend = None
-    state_arms: list[_Arm] = []
     try:
-        for name in arms:
+        for name in names:
             store = PlanMemoryStore(":memory:", synchronous="NORMAL")
             arm = _Arm(name, store, FastWriter(store))
+            out.append(arm)
             if name == "rule":
                 arm.consolidator = Consolidator(store, _rule_config(sc))
                 arm.policy_factory = RulePolicy
@@ -421,7 +432,44 @@ def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "dedup_rec
                 arm.consolidator = Consolidator(store, _llm_config(sc))
                 b = backend
                 arm.policy_factory = lambda b=b: LlmPolicy(b, n_ctx=int(sc.llm["n_ctx"]))
-            state_arms.append(arm)
+    except BaseException:
+        for arm in out:
+            arm.store.close()
+        if backend is not None:
+            backend.close()
+        raise
+    return out, backend
+
+
+def _dock(arm: _Arm, sc: Scenario, ep: int, log: Any = None) -> ConsolidationReport | None:
+    """What ``arm`` does at the dock after episode ``ep``: the baseline prunes, a
+    consolidating arm runs its consolidator (the run is appended to ``arm.runs``)."""
+    if arm.name == "dedup_recency":
+        drop = dedup_recency(arm.store.entries(), _baseline_budget(sc))
+        if drop:
+            arm.store.apply([Edit.remove(n, "dedup + recency pruning") for n in drop],
+                            source="baseline", reason="dedup + recency pruning at the dock")
+        return None
+    if arm.consolidator is None:
+        return None
+    r = arm.consolidator.run(arm.policy_factory(), reason="docked")
+    arm.runs.append(_run_doc(ep, r))
+    if log is not None:
+        log(f"[{arm.name}] after episode {ep}: {r.status} "
+            f"{r.tokens_before}->{r.tokens_after} tokens ({r.elapsed_s:.2f} s)")
+    return r
+
+
+def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "dedup_recency", "rule"),
+                  model_path: str = "", log: Any = None) -> dict[str, Any]:
+    """Run the arms side by side on one stream; returns the JSON document."""
+    world = sc.world
+    wps = list(world.waypoint_ids)
+    watched = _watched_edges(world)
+    backend = None
+    state_arms: list[_Arm] = []
+    try:
+        state_arms, backend = _make_arms(sc, arms, model_path)
 
         state = WorldState(world)
         rng = np.random.default_rng([sc.seed, 29])
@@ -457,20 +505,7 @@ def run_benchmark(sc: Scenario, arms: Sequence[str] = ("writer_only", "dedup_rec
                 arm.write_s += time.perf_counter() - t0
             if (ep + 1) % sc.every_k == 0:
                 for arm in state_arms:
-                    if arm.name == "dedup_recency":
-                        drop = dedup_recency(arm.store.entries(), _baseline_budget(sc))
-                        if drop:
-                            arm.store.apply([Edit.remove(n, "dedup + recency pruning")
-                                             for n in drop], source="baseline",
-                                            reason="dedup + recency pruning at the dock")
-                        continue
-                    if arm.consolidator is None:
-                        continue
-                    r = arm.consolidator.run(arm.policy_factory(), reason="docked")
-                    arm.runs.append(_run_doc(ep, r))
-                    if log is not None:
-                        log(f"[{arm.name}] after episode {ep}: {r.status} "
-                            f"{r.tokens_before}->{r.tokens_after} tokens ({r.elapsed_s:.2f} s)")
+                    _dock(arm, sc, ep, log)
         doc = _document(sc, state_arms, watched, model_path if backend else None)
     finally:
         for arm in state_arms:
@@ -725,6 +760,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "model, qwen2.5-coder-1.5b, or $GLOVE_LLM_MODEL)")
     parser.add_argument("--episodes", type=int, default=0, metavar="N",
                         help="override the scenario's episode count")
+    parser.add_argument("--seed", type=int, default=None, metavar="N",
+                        help="override the scenario's seed (the results then go to "
+                        "consolidation_<name>_seed<N>[...].json)")
+    parser.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                        help="long-stream mode: planner-read tokens, success, memory and "
+                        "dock cost per window of N episodes (default: the scenario's "
+                        "checkpoint_every; 0 there = the short mode)")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
     parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                         help="where consolidation_<name>[_llm|_both].json and .png go "
@@ -733,21 +775,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; 0 on success, 2 on bad input."""
+    from glove_ros.benchmarks import _consolidation_stream as stream
+
     try:
         sc = load_scenario(args.scenario)
         if args.episodes:
             if args.episodes < 1:
                 raise ScenarioError("--episodes must be >= 1")
             sc = Scenario(**{**sc.__dict__, "episodes": int(args.episodes)})
+        seed = getattr(args, "seed", None)
+        if seed is not None:
+            if seed < 0:
+                raise ScenarioError(f"--seed must be >= 0 (got {seed})")
+            sc = Scenario(**{**sc.__dict__, "seed": int(seed)})
+        every = int(getattr(args, "checkpoint_every", 0) or 0)
+        if every < 0:
+            raise ScenarioError(f"--checkpoint-every must be >= 0 (got {every})")
+        every = every or sc.checkpoint_every
     except (ScenarioError, FileNotFoundError) as exc:
         print(f"glove-ros bench consolidation: {exc}", file=sys.stderr)
         return 2
     arms = {"rule": ("writer_only", "dedup_recency", "rule"),
             "llm": ("writer_only", "dedup_recency", "llm"),
             "both": ("writer_only", "dedup_recency", "rule", "llm")}[args.consolidator]
+    log = (lambda m: print(m, file=sys.stderr)) if not args.json else None
     try:
-        doc = run_benchmark(sc, arms, args.model,
-                            log=(lambda m: print(m, file=sys.stderr)) if not args.json else None)
+        if every:
+            doc = stream.run_stream(sc, arms, every, args.model, log=log)
+        else:
+            doc = run_benchmark(sc, arms, args.model, log=log)
     except Exception as exc:
         from glove_ros.core.llm.runtime import LlmLoadError
 
@@ -758,13 +814,18 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.consolidator == "rule" else f"_{args.consolidator}"
+    if seed is not None:
+        suffix = f"_seed{seed}{suffix}"
     stem = f"consolidation_{sc.name}{suffix}"
     jpath, ppath = out / f"{stem}.json", out / f"{stem}.png"
     jpath.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    write_plot(doc, ppath)
+    if every:
+        stream.write_stream_plot(doc, ppath)
+    else:
+        write_plot(doc, ppath)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
-        print(format_table(doc))
+        print(stream.stream_table(doc) if every else format_table(doc))
         print(f"wrote {jpath} and {ppath}", file=sys.stderr)
     return 0
