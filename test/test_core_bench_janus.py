@@ -148,7 +148,9 @@ def test_json_shape_and_counters(small_doc):
         assert a["llm_calls"] == 0 and a["wall_s"] >= a["gate_wall_s"] >= 0
         assert len(a["runs"]) == 2 and {r["world"] for r in a["runs"]} == {
             "small", "corridor_blocked"}
-        assert set(a["heldout"]) == {"find", "fetch", "goto", "corridor", "cold_find", "all"}
+        assert set(a["heldout"]) == {"find", "fetch", "goto", "corridor", "cold_find",
+                                     "cold_goto", "cold_corridor", "all", "rehearsed",
+                                     "unrehearsed"}
         assert all(0.0 <= v <= 1.0 for v in a["heldout"].values())
         rows = a["runs"][0]["episodes"]
         assert [r["episode"] for r in rows] == list(range(8))

@@ -1,30 +1,39 @@
-"""Janus benchmark: one arm on one world and seed, and the noisy updater it is fed by.
+"""Janus benchmark: one arm on one world and seed.
 
 :class:`ArmRunner` is the JetRover core loop plus the plan-memory updater and gate and
-the held-out questions; :class:`NoisyUpdater` injects the seeded harmful edits. Separate
-from the scenario loader and from the aggregation over runs.
+the held-out questions; the updater is :class:`~glove_ros.benchmarks._janus_kinds.NoisyUpdater`
+(seeded harmful edits, each candidate labelled with its error kinds). Separate from the
+scenario loader and from the aggregation over runs.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from glove_ros.benchmarks._janus_scenario import ERROR_KINDS, HELDOUT_KINDS, Arm, Scenario
+from glove_ros.benchmarks._janus_kinds import ExperienceTouch, NoisyUpdater
+from glove_ros.benchmarks._janus_scenario import (
+    ERROR_KINDS,
+    HELDOUT_KINDS,
+    REHEARSED_HELDOUT,
+    UNREHEARSED_HELDOUT,
+    Arm,
+    Scenario,
+)
 from glove_ros.benchmarks._jetrover_config import BenchConfig
 from glove_ros.benchmarks._jetrover_runner import ModeRunner
 from glove_ros.core.memory.experience import Transition
 from glove_ros.core.plan.agent_memory import Beliefs, StoreMemoryView
 from glove_ros.core.plan.agent_policy import GreedyPlanner, PlanContext, rank_options
 from glove_ros.core.plan.agent_types import Task, WorldMap
-from glove_ros.core.plan.janus import JanusGate, Verdict, make_trigger
-from glove_ros.core.plan.plan_entries import Edit, PlanEntry, apply_edits
+from glove_ros.core.plan.janus import EvidenceTrigger, JanusGate, Verdict, make_trigger
+from glove_ros.core.plan.plan_entries import PlanEntry, apply_edits
 from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.plan_planner import (
     ExperienceRisk,
@@ -38,143 +47,22 @@ from glove_ros.core.plan.plan_planner import (
     outcome_from_transitions,
 )
 from glove_ros.core.plan.updater import (
-    EpisodeOutcome,
     LlmUpdater,
     RuleUpdater,
     RuleUpdaterConfig,
-    UpdateProposal,
     blocked_name,
-    fact_name,
 )
 from glove_ros.core.world.sim import colors_signature
 from glove_ros.core.world.worldfile import World, edge_key
 
 __all__ = [
+    "HELDOUT_AGGREGATES",
+    "KIND_COUNTERS",
     "ArmRunner",
     "NoisyUpdater",
+    "by_kind",
     "split_starts",
 ]
-
-
-# --------------------------------------------------------------------------- noisy updater
-
-
-class NoisyUpdater:
-    """The rule updater with seeded harmful edits of realistic kinds (a stand-in for an
-    unreliable reflecting LLM).
-
-    Per episode, from ``rng(seed, episode id)`` -- the same coin flips in every arm -- each
-    kind fires with its rate (``rates``: kind -> probability, kinds in :data:`ERROR_KINDS`):
-
-    * ``wrong_place``: the block seen in this episode (else the task's) written at another
-      waypoint (misattribution);
-    * ``stale_place``: that block written where an *earlier* episode saw it, when that
-      differs from where it was seen last (a reflection reading an old trace after drift);
-    * ``overgeneral``: every other known colour written at the waypoint where this block was
-      seen ("blocks are kept there");
-    * ``forget``: a block fact the episode did not touch removed.
-
-    ``injected`` maps episode id -> what was injected (empty: a clean candidate).
-    """
-
-    def __init__(self, base: RuleUpdater, waypoints: Sequence[str], *,
-                 rates: Mapping[str, float] | None = None, colours: Sequence[str] = (),
-                 seed: int = 0) -> None:
-        self.base = base
-        self.waypoints = sorted(waypoints)
-        if len(self.waypoints) < 2:
-            raise ValueError("NoisyUpdater needs a map with at least two waypoints")
-        self.rates = {k: 0.0 for k in ERROR_KINDS}
-        for k, v in (rates or {}).items():
-            if k not in self.rates:
-                raise ValueError(f"unknown error kind {k!r}; kinds: {', '.join(ERROR_KINDS)}")
-            self.rates[k] = float(v)
-        self.colours = sorted(set(colours))
-        self.seed = int(seed)
-        self.injected: dict[str, str] = {}
-        self.sightings: dict[str, list[str]] = {}  # colour -> waypoints, in episode order
-        self.last: UpdateProposal | None = None
-
-    def _fact(self, colour: str, wp: str, existing: Mapping[str, PlanEntry], why: str) -> Edit:
-        name = fact_name(colour)
-        return Edit("edit" if name in existing else "add", name, "semantic",
-                    f"The {colour} block was seen at {wp}.",
-                    meta={"colour": colour, "waypoints": [wp], "misses": {}}, reason=why)
-
-    def propose_edits(self, entries: Sequence[PlanEntry], outcome: EpisodeOutcome
-                      ) -> UpdateProposal:
-        """The rule updater's edits, possibly corrupted (pure apart from ``injected`` and
-        the sighting history)."""
-        prop = self.base.propose_edits(entries, outcome)
-        rng = np.random.default_rng([self.seed, zlib.crc32(outcome.episode_id.encode())])
-        draws = {k: (float(rng.random()), float(rng.random())) for k in ERROR_KINDS}
-        edits = {e.name: e for e in prop.edits}
-        existing = {e.name: e for e in entries}
-        history = {c: list(w) for c, w in self.sightings.items()}
-        seen = [(o.waypoint, c) for o in outcome.observations for c in o.colours]
-        for wp, c in seen:
-            self.sightings.setdefault(c, []).append(wp)
-        if seen:
-            true_wp, colour = seen[-1]
-        elif outcome.goal:
-            colour = outcome.goal
-            e = existing.get(fact_name(colour))
-            wps = list((e.meta or {}).get("waypoints", [])) if e else []
-            true_wp = wps[0] if wps else ""
-        else:
-            colour, true_wp = "", ""
-        why = f"reflection on episode {outcome.episode_id}"
-        notes = []
-        r, pick = draws["wrong_place"]
-        if colour and r < self.rates["wrong_place"]:
-            others = [w for w in self.waypoints if w != true_wp]
-            wrong = others[int(pick * len(others)) % len(others)]
-            edits[fact_name(colour)] = self._fact(colour, wrong, existing, why)
-            notes.append(f"wrong place: {colour} at {wrong}")
-        r, pick = draws["stale_place"]
-        if colour and r < self.rates["stale_place"] and not notes:
-            old = [w for w in history.get(colour, []) if w != true_wp]
-            if old:
-                stale = old[-1]
-                edits[fact_name(colour)] = self._fact(colour, stale, existing, why)
-                notes.append(f"stale place: {colour} at {stale}")
-        r, pick = draws["overgeneral"]
-        if seen and r < self.rates["overgeneral"]:
-            others = [c for c in self.colours if c != colour]
-            for c in others:
-                edits[fact_name(c)] = self._fact(c, true_wp, existing, why)
-            if others:
-                notes.append(f"over-generalised: {', '.join(others)} at {true_wp}")
-        r, pick = draws["forget"]
-        if r < self.rates["forget"]:
-            keep = sorted(n for n, e in existing.items()
-                          if e.kind == "semantic" and n.startswith("block_") and n not in edits)
-            if keep:
-                name = keep[int(pick * len(keep)) % len(keep)]
-                edits[name] = Edit.remove(name, "reflection: no longer relevant")
-                notes.append(f"forgot {name}")
-        if not notes:
-            return prop
-        new = tuple(edits.values())
-        try:
-            apply_edits(list(entries), new, source="rule")
-        except ValueError:
-            return prop
-        self.injected[outcome.episode_id] = "; ".join(notes)
-        return UpdateProposal(new, prop.dropped, None, None)
-
-    def propose(self, store: PlanMemoryStore, outcome: EpisodeOutcome) -> Any:
-        """Store the (possibly corrupted) edit set as a candidate; ``None`` if empty."""
-        outcome.validate()
-        self.last = self.propose_edits(store.entries(), outcome)
-        if not self.last.edits:
-            return None
-        try:
-            return store.propose(list(self.last.edits), source="rule",
-                                 reason=f"episode {outcome.episode_id}")
-        except ValueError as exc:
-            self.last = replace(self.last, error=f"store refused: {exc}")
-            return None
 
 
 # --------------------------------------------------------------------------- one arm
@@ -194,7 +82,11 @@ class ArmRunner(ModeRunner):
     both memories) plus updater and gate, and the held-out questions."""
 
     def __init__(self, world: World, scenario: Scenario, arm: Arm, seed: int,
-                 embedder: Any, llm: Any = None, spec: str | None = None) -> None:
+                 embedder: Any, llm: Any = None, spec: str | None = None,
+                 only_kind: str | None = None) -> None:
+        if only_kind is not None and only_kind not in ERROR_KINDS:
+            raise ValueError(f"unknown error kind {only_kind!r}; kinds: "
+                             f"{', '.join(ERROR_KINDS)}")
         self.scenario = scenario
         self.arm = arm
         self.plan_planner = PlanAwarePlanner(GreedyPlanner())
@@ -213,9 +105,12 @@ class ArmRunner(ModeRunner):
             self.updater: Any = LlmUpdater(llm)
         else:
             rates = {} if arm.trigger == "clean" else scenario.error_rates
+            if only_kind is not None:  # the same coin flips, the other kinds off
+                rates = {only_kind: rates.get(only_kind, 0.0)}
             self.updater = NoisyUpdater(
                 RuleUpdater(RuleUpdaterConfig(miss_threshold=scenario.miss_threshold)),
-                self.world_map.waypoint_ids, rates=rates, colours=world.colors, seed=seed)
+                self.world_map.waypoint_ids, rates=rates, colours=world.colors, seed=seed,
+                edges=self.world_map.edges)
         if arm.scorer == "simulator":
             truth_fn: Any = SimulatorTruth(self.sim.state.colors_at)
         else:
@@ -224,10 +119,23 @@ class ArmRunner(ModeRunner):
         self.risk = ExperienceRisk(self.plan, self.world_map, StoreMemoryView(self.store),
                                    events=self.store,
                                    belief_threshold=scenario.belief_threshold)
+        self.touch = ExperienceTouch(self.plan, self.world_map, StoreMemoryView(self.store))
+        # labels only (never the trigger): could experience memory see the candidate, and
+        # does the evidence check speak against it? Own instances, so the arm's trigger
+        # state is untouched
+        self._label_touch = ExperienceTouch(self.plan, self.world_map,
+                                            StoreMemoryView(self.store))
+        self._label_risk = ExperienceRisk(self.plan, self.world_map,
+                                          StoreMemoryView(self.store), events=self.store,
+                                          belief_threshold=scenario.belief_threshold)
         jcfg = replace(scenario.janus, seed=scenario.janus.seed + seed)
         spec = spec or ("never" if arm.trigger == "clean" else arm.trigger)
-        self.gate = JanusGate(jcfg, embedder, self.scorer, store=self.plan,
-                              trigger=make_trigger(spec, jcfg, risk=self.risk))
+        if spec == "touches":
+            trigger: Any = EvidenceTrigger(self.touch)
+            trigger.name = "touches"
+        else:
+            trigger = make_trigger(spec, jcfg, risk=self.risk)
+        self.gate = JanusGate(jcfg, embedder, self.scorer, store=self.plan, trigger=trigger)
         self.pipeline = PlanGatePipeline(self.plan, self.updater, self.gate)
         self._captured: list[Transition] = []
         self.rows: list[dict[str, Any]] = []
@@ -275,7 +183,12 @@ class ArmRunner(ModeRunner):
         colors_at = self.sim.state.colors_at
         dock = self.world.dock
         find, fetch, goto, corridor, cold = [], [], [], [], []
+        cold_goto: list[bool] = []
         empty = Beliefs({}, {})
+        lessons = {e.name for e in entries}
+        # a new robot knows corridors only from plan memory's lessons
+        cold_avoid = frozenset(edge.key for edge in self.world.edges
+                               if blocked_name(*edge.key) in lessons)
         for s in self.heldout_starts:
             for c in self.world.colors:
                 # a robot with empty experience memory (new on the site, or its store reset)
@@ -293,7 +206,9 @@ class ArmRunner(ModeRunner):
             for w in self.world.waypoint_ids:
                 if w != s:
                     goto.append(self._route_open(s, w, avoid))
-        lessons = {n for n in (e.name for e in entries)}
+                    cold_goto.append(self._route_open(s, w, cold_avoid))
+        cold_corridor = [(blocked_name(*edge.key) in lessons) == self.sim.state.is_blocked(
+            *edge.key) for edge in self.world.edges]
         for edge in self.world.edges:
             a, b = edge.key
             k = edge_key(a, b)
@@ -308,8 +223,11 @@ class ArmRunner(ModeRunner):
             return float(np.mean(xs)) if xs else 0.0
 
         out = {"find": mean(find), "fetch": mean(fetch), "goto": mean(goto),
-               "corridor": mean(corridor), "cold_find": mean(cold)}
+               "corridor": mean(corridor), "cold_find": mean(cold),
+               "cold_goto": mean(cold_goto), "cold_corridor": mean(cold_corridor)}
         out["all"] = float(np.mean([out[k] for k in HELDOUT_KINDS]))
+        out["rehearsed"] = float(np.mean([out[k] for k in REHEARSED_HELDOUT]))
+        out["unrehearsed"] = float(np.mean([out[k] for k in UNREHEARSED_HELDOUT]))
         return out
 
     # ------------------------------------------------------------------ episodes
@@ -338,13 +256,29 @@ class ArmRunner(ModeRunner):
         step = self.pipeline.process(outcome)
         self.gate_wall_s += time.perf_counter() - t0
         d = step.decision
-        injected = (self.updater.injected.get(outcome.episode_id, "")
-                    if isinstance(self.updater, NoisyUpdater) else "")
+        noisy = isinstance(self.updater, NoisyUpdater)
+        injected = self.updater.injected.get(outcome.episode_id, "") if noisy else ""
+        kinds = list(self.updater.injected_kinds.get(outcome.episode_id, ())) if noisy else []
+        seen = against = error_seen = None
+        if d is not None:
+            cand = SimpleNamespace(base_version=d.base_version, version=d.candidate_version)
+            seen = bool(self._label_touch(cand))
+            against = bool(self._label_risk(cand))
+            clean_edits = self.updater.clean_edits.get(outcome.episode_id) if kinds else None
+            if kinds:
+                # the injected error alone: the candidate against what the rule updater
+                # itself proposed
+                base = self.plan.entries(d.base_version)
+                clean = apply_edits(base, clean_edits, source="rule") if clean_edits else base
+                error_seen = bool(self._label_touch.between(
+                    clean, self.plan.entries(d.candidate_version)))
         row = {
             "episode": episode, "phase": ep.phase, "color": ep.color, "success": ep.success,
             "steps": ep.steps, "first_goal": ep.first_goal, "first_goal_hit": first_hit,
             "prior_used": self.plan_planner.prior_used - used,
-            "edits": list(step.edits), "injected": injected,
+            "edits": list(step.edits), "injected": injected, "kinds": kinds,
+            "experience_sees": seen, "evidence_against": against,
+            "experience_sees_error": error_seen,
             "verdict": None if d is None else Verdict(d.verdict).name.lower(),
             "triggered": bool(d and d.triggered),
             "cosine": None if d is None or math.isnan(d.cosine) else round(d.cosine, 4),
@@ -381,11 +315,8 @@ class ArmRunner(ModeRunner):
         clean = [r for r in proposals if not r["injected"]]
         later = [r for r in rows if r["episode"] >= self.episodes // 2]
         heldout = {k: round(float(np.mean([e[k] for e in self.evals])), 4) if self.evals
-                   else 0.0 for k in (*HELDOUT_KINDS, "all")}
-        kinds = {k: sum(1 for r in harmful if k.replace("_", " ") in r["injected"]
-                        or (k == "overgeneral" and "over-generalised" in r["injected"])
-                        or (k == "forget" and "forgot" in r["injected"]))
-                 for k in ERROR_KINDS}
+                   else 0.0 for k in HELDOUT_AGGREGATES}
+        kinds = {k: sum(1 for r in harmful if k in r["kinds"]) for k in ERROR_KINDS}
         return {
             "phases": [_agg(p["name"], [r for r in rows if p["start"] <= r["episode"] < p["end"]])
                        for p in self.phases],
@@ -408,12 +339,43 @@ class ArmRunner(ModeRunner):
                 "rehearsal_decisions": int(self.scorer.decisions_made),
             },
             "harmful_by_kind": kinds,
+            "by_kind": by_kind(proposals),
             "llm_calls": int(self.pipeline.llm_calls),
             "wall_s": round(self.wall_s, 3),
             "gate_wall_s": round(self.gate_wall_s, 3),
             "evals": self.evals,
             "episodes": rows,
         }
+
+
+#: every held-out figure of a run: the question types and their averages
+HELDOUT_AGGREGATES = (*HELDOUT_KINDS, "all", "rehearsed", "unrehearsed")
+
+#: per-kind counters of :func:`by_kind`
+KIND_COUNTERS = ("proposed", "deployed", "blocked", "compared", "experience_sees",
+                 "experience_sees_error", "evidence_against")
+
+
+def by_kind(proposals: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per error kind (and ``clean``: no injected error), over the candidates of a run:
+    proposed, deployed, blocked (rejected), compared (the trigger fired), and how many of
+    them experience memory held evidence about (``experience_sees``: anything the candidate
+    changes; ``experience_sees_error``: what the injected error changes beyond the rule
+    updater's own edits) or the evidence check spoke against (``evidence_against``). A
+    candidate carrying two kinds counts in both."""
+    out: dict[str, dict[str, int]] = {}
+    for k in (*ERROR_KINDS, "clean"):
+        rows = [r for r in proposals if (k in r["kinds"] if k != "clean" else not r["kinds"])]
+        out[k] = {
+            "proposed": len(rows),
+            "deployed": sum(r["verdict"] != "rejected" for r in rows),
+            "blocked": sum(r["verdict"] == "rejected" for r in rows),
+            "compared": sum(bool(r["triggered"]) for r in rows),
+            "experience_sees": sum(bool(r["experience_sees"]) for r in rows),
+            "experience_sees_error": sum(bool(r["experience_sees_error"]) for r in rows),
+            "evidence_against": sum(bool(r["evidence_against"]) for r in rows),
+        }
+    return out
 
 
 def _agg(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

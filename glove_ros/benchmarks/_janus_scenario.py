@@ -18,9 +18,13 @@ from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.world.worldfile import World, load_world, resolve_world_path
 
 __all__ = [
+    "BENCH_TRIGGERS",
     "EMBEDDERS",
     "ERROR_KINDS",
     "HELDOUT_KINDS",
+    "LOOK_KINDS",
+    "REHEARSED_HELDOUT",
+    "UNREHEARSED_HELDOUT",
     "PERCEPTIONS",
     "SCORERS",
     "UPDATERS",
@@ -33,8 +37,22 @@ __all__ = [
 
 
 PERCEPTIONS = ("symbolic", "camera")
-ERROR_KINDS = ("wrong_place", "stale_place", "overgeneral", "forget")
-HELDOUT_KINDS = ("find", "fetch", "goto", "corridor", "cold_find")
+#: injected update-error kinds; the first four are about what a look sees (where a block
+#: is), the last four about what no look of experience memory can confirm: a place never
+#: looked at, a corridor never driven, a lesson forgotten, the model's own free-text note
+ERROR_KINDS = ("wrong_place", "stale_place", "overgeneral", "forget",
+               "unvisited_place", "false_route", "forget_lesson", "reflection")
+LOOK_KINDS = ERROR_KINDS[:4]
+HELDOUT_KINDS = ("find", "fetch", "goto", "corridor", "cold_find", "cold_goto",
+                 "cold_corridor")
+#: held-out question types the gate's rehearsal also asks (the first goal of a find) ...
+REHEARSED_HELDOUT = ("find", "cold_find")
+#: ... and the types it never rehearses (routes, corridors, the way back)
+UNREHEARSED_HELDOUT = ("fetch", "goto", "corridor", "cold_goto", "cold_corridor")
+#: trigger specs only the benchmark builds (not :func:`make_trigger`'s): ``clean`` (no gate,
+#: no injected errors) and ``touches`` (compare when experience memory has any evidence
+#: about what the update touches: the cheap experience-aware baseline)
+BENCH_TRIGGERS = ("clean", "touches")
 SCORERS = ("experience", "simulator")
 UPDATERS = ("rule", "llm")
 EMBEDDERS = ("onnx", "hashing")
@@ -63,7 +81,7 @@ class Arm:
         """Raise ValueError for an unknown trigger or scorer."""
         if not isinstance(self.label, str) or not self.label.strip():
             raise ValueError("arm label must be a non-empty string")
-        if self.trigger != "clean" and matched_spec(self.trigger) is None:
+        if self.trigger not in BENCH_TRIGGERS and matched_spec(self.trigger) is None:
             make_trigger(self.trigger, config, risk=lambda c: "")
         if self.scorer not in SCORERS:
             raise ValueError(f"arm {self.label!r}: scorer must be one of {SCORERS}, "
@@ -92,10 +110,15 @@ class Scenario:
     stale_place_rate: float = 0.15
     overgeneral_rate: float = 0.1
     forget_rate: float = 0.1
+    unvisited_place_rate: float = 0.0
+    false_route_rate: float = 0.0
+    forget_lesson_rate: float = 0.0
+    reflection_rate: float = 0.0
     miss_threshold: int = 2
     janus: JanusConfig = field(default_factory=JanusConfig)
     arms: tuple[Arm, ...] = (Arm("never", "never"), Arm("momentum", "momentum"),
                              Arm("always", "always"))
+    per_kind_arms: tuple[Arm, ...] = ()
     source: str = ""
 
     def validate(self) -> Scenario:
@@ -117,7 +140,7 @@ class Scenario:
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key} must be one of {', '.join(allowed)}, got "
                                  f"{getattr(self, key)!r}")
-        for key in ("wrong_place_rate", "stale_place_rate", "overgeneral_rate", "forget_rate"):
+        for key in (f"{k}_rate" for k in ERROR_KINDS):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
                 raise ValueError(f"updater.{key} must be in [0, 1], got {v!r}")
@@ -141,13 +164,23 @@ class Scenario:
             labels.append(a.label)
         if len(set(labels)) != len(labels):
             raise ValueError(f"arm labels must be unique, got {labels}")
+        pk = [a.validate(self.janus).label for a in self.per_kind_arms]
+        if len(set(pk)) != len(pk):
+            raise ValueError(f"per_kind_arms labels must be unique, got {pk}")
+        for a in self.per_kind_arms:
+            if matched_spec(a.trigger) is not None or a.trigger == "clean":
+                raise ValueError(f"per_kind_arms: {a.trigger!r} is not allowed there (no "
+                                 "budget-matched or clean arms; the clean arm of arms: is "
+                                 "the reference)")
+        if self.per_kind_arms and "never" not in {a.trigger for a in self.per_kind_arms}:
+            raise ValueError("per_kind_arms needs a never arm (the gains are paired against "
+                             "it)")
         return self
 
     @property
     def error_rates(self) -> dict[str, float]:
         """Injected error kind -> probability per task."""
-        return {"wrong_place": self.wrong_place_rate, "stale_place": self.stale_place_rate,
-                "overgeneral": self.overgeneral_rate, "forget": self.forget_rate}
+        return {k: float(getattr(self, f"{k}_rate")) for k in ERROR_KINDS}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict of every setting."""
@@ -169,6 +202,8 @@ class Scenario:
                        "seed", "accept_ties")},
             "arms": [{"label": a.label, "trigger": a.trigger, "scorer": a.scorer}
                      for a in self.arms],
+            "per_kind_arms": [{"label": a.label, "trigger": a.trigger, "scorer": a.scorer}
+                              for a in self.per_kind_arms],
             "source": self.source,
         }
 
@@ -195,9 +230,9 @@ class Scenario:
 
 _SCENARIO_KEYS = {"name", "description", "world", "events", "worlds", "episodes", "seeds",
                   "max_steps", "perception", "verifier", "belief_threshold", "embedder",
-                  "eval_every", "heldout_fraction", "updater", "janus", "arms"}
-_UPDATER_KEYS = {"kind", "wrong_place_rate", "stale_place_rate", "overgeneral_rate",
-                 "forget_rate", "miss_threshold"}
+                  "eval_every", "heldout_fraction", "updater", "janus", "arms",
+                  "per_kind_arms"}
+_UPDATER_KEYS = {"kind", "miss_threshold", *(f"{k}_rate" for k in ERROR_KINDS)}
 _JANUS_KEYS = {"beta", "tau", "warmup", "coverage_k", "boundary_max", "fresh_max", "seed",
                "accept_ties"}
 
@@ -265,8 +300,12 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         if not isinstance(arms, list):
             raise ValueError("arms must be a list")
         kw["arms"] = tuple(_arm(a, i) for i, a in enumerate(arms))
-    for key in ("wrong_place_rate", "stale_place_rate", "overgeneral_rate", "forget_rate",
-                "miss_threshold"):
+    if "per_kind_arms" in data:
+        pka = data["per_kind_arms"]
+        if not isinstance(pka, list):
+            raise ValueError("per_kind_arms must be a list")
+        kw["per_kind_arms"] = tuple(_arm(a, i) for i, a in enumerate(pka))
+    for key in (*(f"{k}_rate" for k in ERROR_KINDS), "miss_threshold"):
         if key in upd:
             kw[key] = upd[key]
     sc = Scenario(

@@ -19,14 +19,25 @@ the gate's trigger:
                       touches a waypoint whose look GLOVE recently found dissonant, places a
                       colour where trusted looks saw others, or drops one they confirm)
   evidence+momentum   either
+  touches             the cheap experience-aware baseline: compare only when verified
+                      experience memory holds any trusted evidence about what the update
+                      changes (a look at a waypoint whose plan prior it changes, a drive
+                      through a corridor whose lesson or route it changes); deploy otherwise
   periodic:K, random:P   ablations; ``random:~LABEL`` / ``periodic:~LABEL`` take the
                       comparison rate LABEL measured (equal comparison budgets)
 
-**Harmful updates** come from :class:`NoisyUpdater` (the rule updater with seeded errors of
-the kinds a small reflecting LLM makes, the same coin flips in every arm): *wrong place*
-(the block seen here written at another waypoint), *stale place* (the block written where
-an earlier episode saw it, before it moved), *over-generalisation* (every colour written at
-the waypoint where this block was found) and *forgotten facts* (a fact dropped).
+**Harmful updates** come from :class:`~glove_ros.benchmarks._janus_kinds.NoisyUpdater` (the
+rule updater with seeded errors of the kinds a small reflecting LLM makes, the same coin
+flips in every arm; every injected candidate carries its kinds). Four are about where a
+block is, what a look confirms: *wrong place* (the block seen here written at another
+waypoint), *stale place* (written where an earlier episode saw it, before it moved),
+*over-generalisation* (every colour written at the waypoint where this block was found),
+*forgotten fact* (a block fact dropped). Four are about what no look confirms:
+*unvisited place* (the fact also names a waypoint never looked at), *false route* (a
+"corridor blocked" lesson for a corridor never driven), *forgotten lesson* (a corridor
+lesson or route dropped), *reflection* (a plausible, wrong free-text note). With
+``per_kind_arms`` every kind is also run alone (the same coin flips) for per-kind results
+(:mod:`glove_ros.benchmarks._janus_perkind`).
 
 **Scored on what the updates did not see**: task success on the *later* episodes (the
 second half of each run), and held-out questions asked every ``eval_every`` tasks from
@@ -36,9 +47,13 @@ start waypoints the tasks never start from (``heldout_fraction`` of the waypoint
 remembered route to each other waypoint is really open), *corridor* (is this corridor
 blocked? experience memory first, plan memory's corridor lessons where it is silent),
 answered with both memories and scored against the simulator's ground truth; and
-*new robot* (find for a robot whose experience memory is empty -- new on the site, or its
-store reset -- reading this plan memory: where plan memory is the only knowledge). The gate's
-own rehearsal scorer never sees these (it scores against verified experience memory).
+*new robot* (find, go-to and corridor for a robot whose experience memory is empty -- new on
+the site, or its store reset -- reading this plan memory: where plan memory is the only
+knowledge). The gate's own rehearsal scorer never sees these (it scores against verified
+experience memory), and it rehearses one question type only (the first goal of a find):
+``rehearsed`` averages the held-out types it also asks (find, new-robot find),
+``unrehearsed`` the ones it never asks (fetch, go-to, corridor, new-robot go-to and
+corridor).
 
 Reported per arm over every (world, seed) run: means, per-run figures, the paired gain over
 ``never`` with a 95% t-interval, comparisons (and relative to ``always``), the share of
@@ -69,17 +84,22 @@ Scenario file (YAML; every key but ``name`` optional)::
       stale_place_rate: 0.15
       overgeneral_rate: 0.1
       forget_rate: 0.1
+      unvisited_place_rate: 0.1    # kinds beyond looks (default 0)
+      false_route_rate: 0.1
+      forget_lesson_rate: 0.1
+      reflection_rate: 0.1
       miss_threshold: 2            # rule updater
     janus: {beta: 0.9, tau: 0.0, warmup: 3, coverage_k: 8, boundary_max: 16,
             fresh_max: 16, seed: 0, accept_ties: true}
-    arms: [never, clean, always, momentum, evidence, "random:~evidence"]
+    arms: [never, clean, always, momentum, evidence, touches, "random:~evidence"]
     # or {label, trigger, scorer: experience | simulator}; simulator = an oracle
+    per_kind_arms: [never, always, evidence, touches]   # each kind alone (needs never;
+                                   # default none; no clean or budget-matched arms)
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -90,7 +110,8 @@ from typing import Any
 import numpy as np
 
 from glove_ros.benchmarks import write_results
-from glove_ros.benchmarks._janus_arm import ArmRunner
+from glove_ros.benchmarks._janus_arm import KIND_COUNTERS, ArmRunner
+from glove_ros.benchmarks._janus_perkind import interval, run_per_kind
 from glove_ros.benchmarks._janus_report import format_table, write_plot
 from glove_ros.benchmarks._janus_scenario import (
     EMBEDDERS,
@@ -105,6 +126,7 @@ from glove_ros.core.plan.janus import JanusConfig
 
 __all__ = [
     "PAPER",
+    "interval",
     "run_benchmark",
     "result_stem",
     "add_arguments",
@@ -147,35 +169,17 @@ def _mean(xs: Sequence[float]) -> float:
     return float(np.mean(xs)) if xs else 0.0
 
 
-#: two-sided 95% Student t quantiles for 1..30 degrees of freedom (30+: the last)
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def interval(xs: Sequence[float]) -> dict[str, Any]:
-    """Mean and 95% t-interval of ``xs`` (paired per-run differences); the interval is
-    ``None`` with fewer than two values."""
-    x = np.asarray(list(xs), dtype=float)
-    n = len(x)
-    if n == 0:
-        return {"mean": 0.0, "ci95": None, "n": 0}
-    m = float(x.mean())
-    if n < 2:
-        return {"mean": round(m, 3), "ci95": None, "n": n}
-    half = float(_T975[min(n - 1, len(_T975)) - 1] * x.std(ddof=1) / math.sqrt(n))
-    return {"mean": round(m, 3), "ci95": [round(m - half, 3), round(m + half, 3)], "n": n}
-
-
-_HEADLINE = ("later", "heldout", "new_robot")
+_HEADLINE = ("later", "heldout", "new_robot", "rehearsed", "unrehearsed")
 
 
 def _metric(run: Mapping[str, Any], which: str) -> float:
-    """A run's headline figure: later-half task success, held-out accuracy (all kinds) or
-    held-out find accuracy of a new robot (empty experience memory)."""
+    """A run's headline figure: later-half task success, held-out accuracy (all question
+    types; the types the gate rehearses; the types it never rehearses) or held-out find
+    accuracy of a new robot (empty experience memory)."""
     if which == "later":
         return float(run["later"]["success_rate"])
-    return float(run["heldout"]["all" if which == "heldout" else "cold_find"])
+    key = {"heldout": "all", "new_robot": "cold_find"}.get(which, which)
+    return float(run["heldout"][key])
 
 
 def _merge(label: str, arm: Arm, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -195,6 +199,8 @@ def _merge(label: str, arm: Arm, runs: Sequence[Mapping[str, Any]]) -> dict[str,
         "totals": totals, "later": later, "heldout": heldout, "gate": gate,
         "harmful_by_kind": {k: round(_mean([r["harmful_by_kind"][k] for r in runs]), 2)
                             for k in ERROR_KINDS},
+        "by_kind": {k: {c: round(_mean([r["by_kind"][k][c] for r in runs]), 2)
+                        for c in KIND_COUNTERS} for k in (*ERROR_KINDS, "clean")},
         "prior_used_per_task": round(_mean([r["prior_used_per_task"] for r in runs]), 4),
         "llm_calls": round(_mean([r["llm_calls"] for r in runs]), 2),
         "wall_s": round(_mean([r["wall_s"] for r in runs]), 3),
@@ -245,6 +251,14 @@ def run_benchmark(scenario: Scenario, *, llm: Any = None, embedder: Any = None
                 r.update(world=world.name, seed=seed, resolved_trigger=spec)
                 runs.append(r)
         arms[arm.label] = _merge(arm.label, arm, runs)
+
+    def run_one(world: Any, arm: Arm, seed: int, kind: str) -> dict[str, Any]:
+        r = ArmRunner(world, sc, arm, seed, emb, llm, _resolve(arm, arms, sc.janus),
+                      only_kind=kind).run_all()
+        return {k: v for k, v in r.items() if k not in ("episodes", "evals")}
+
+    clean = next((a for a in arms.values() if a["trigger"] == "clean"), None)
+    per_kind = run_per_kind(sc, worlds, run_one, clean["runs"] if clean else None)
     doc: dict[str, Any] = {
         "benchmark": "janus",
         "scenario": sc.to_dict(),
@@ -253,6 +267,7 @@ def run_benchmark(scenario: Scenario, *, llm: Any = None, embedder: Any = None
                                      for e in w.drift_events() if e.episode is not None]}
                    for w in worlds],
         "arms": arms,
+        "per_kind": per_kind,
         "wall_s": round(time.perf_counter() - t0, 3),
         "paper": PAPER,
     }
