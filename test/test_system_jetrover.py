@@ -156,6 +156,83 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
         assert p.alive(), f"{p.name} died:\n{p.log()}"
 
 
+def test_instructions_run_in_order_and_never_drive_what_they_avoid(graph):
+    """Over DDS on the small world (room_a - hall - room_b, hall - dock: room_a and room_b are
+    reached only through the hall). What must hold: "go to room_a, then room_b, then dock"
+    drives the three steps in that order, one answer line each; "go to room_b but avoid
+    room_a" arrives without the robot ever entering room_a; "find the red block, avoid
+    room_a" (red is in room_a) searches everywhere else and fails rather than enter it; "go
+    to room_a, don't use the corridor between hall and room_a" (its only corridor) is refused
+    before anything moves, naming the corridor."""
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.action import ActionClient
+
+    from glove_ros.action import RunTask
+
+    def logs():
+        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in graph)
+
+    places = {"dock": (0.0, 0.0), "hall": (0.0, 1.0), "room_a": (-1.0, 1.0),
+              "room_b": (1.0, 1.0)}
+    poses: list[tuple[float, float]] = []
+
+    def visited(since: int) -> list[str]:  # waypoints the ground-truth pose passed, in order
+        seq: list[str] = []
+        for x, y in poses[since:]:
+            at = [w for w, (wx, wy) in places.items() if (wx - x) ** 2 + (wy - y) ** 2 < 0.09]
+            if at and (not seq or seq[-1] != at[0]):
+                seq.append(at[0])
+        return seq
+
+    def closest(since: int, w: str) -> float:
+        wx, wy = places[w]
+        return min(((wx - x) ** 2 + (wy - y) ** 2) ** 0.5 for x, y in poses[since:])
+
+    with ros_client("instructions") as node:
+        node.create_subscription(PoseStamped, "pose", lambda m: poses.append(
+            (m.pose.position.x, m.pose.position.y)), 100)
+        client = ActionClient(node, RunTask, "run_task")
+        assert client.wait_for_server(timeout_sec=60), logs()
+        wait_for(lambda: len(poses) > 0, 60, "the simulator's pose", logs)
+
+        mark = len(poses)
+        seq = _run_task(client, "go to room_a, then room_b, then dock", "i_seq")
+        assert (seq.success, seq.intent, seq.understood_by) == (True, "instruction", "rules"), (
+            seq.reason, seq.answer, logs())
+        lines = seq.answer.split("; ")
+        assert [x.split(":")[0] for x in lines] == [
+            "1. go to room_a", "2. go to room_b", "3. return to the dock"], seq.answer
+        assert lines[0].endswith(": reached") and lines[1].endswith(": reached"), seq.answer
+        wait_for(lambda: visited(mark)[-1:] == ["dock"], 10, "the poses of the drive", logs)
+        assert [w for w in visited(mark) if w != "hall"][-3:] == ["room_a", "room_b", "dock"]
+        assert seq.found_at == "dock" and any(x.startswith("1. go to room_a")
+                                              for x in seq.explain), seq.explain
+
+        mark = len(poses)
+        around = _run_task(client, "go to room_b but avoid room_a", "i_avoid")
+        assert around.success and around.answer == "1. go to room_b: reached", (
+            around.reason, around.answer, logs())
+        assert "avoiding room_a" in around.explain, around.explain
+        wait_for(lambda: visited(mark)[-1:] == ["room_b"], 10, "the poses of the drive", logs)
+        assert closest(mark, "room_a") > 0.9, visited(mark)
+
+        mark = len(poses)
+        search = _run_task(client, "find the red block, avoid room_a", "i_find")
+        assert not search.success and search.reason.startswith("step 1 (find the red block) "
+                                                               "failed"), search.reason
+        assert closest(mark, "room_a") > 0.9, visited(mark)  # red is there: never entered
+
+        mark = len(poses)
+        cut = _run_task(client, "go to room_a, don't use the corridor between hall and room_a",
+                        "i_cut")
+        assert not cut.success and cut.reason == "invalid_task", (cut.reason, cut.answer)
+        assert "passes the corridor hall-room_a, which you asked me to avoid" in cut.answer, \
+            cut.answer
+        assert set(visited(mark)) <= {visited(0)[-1]}  # nothing moved
+    for p in graph:
+        assert p.alive(), f"{p.name} died:\n{p.log()}"
+
+
 @pytest.fixture
 def answering_graph(tmp_path):
     """Memory and planner only: no simulator, nothing that drives. The planner knows the 80

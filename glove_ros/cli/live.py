@@ -45,6 +45,20 @@ LLM, which may only name places, colours and objects the request itself says):
   is the corridor between <place> and <place> open?   answer from memory
   what changed since yesterday? / in the last hour?   answer from memory
   go charge / return to the dock                dock
+Instructions: several of these in order, with constraints and conditions, checked against
+the map before anything moves, then run step by step (one answer line per step):
+  go to the kitchen, then the office, then dock   also: ',' ';' 'and then' 'after that'
+                                                'finally'; a bare place repeats the verb
+  check the kitchen / look in the pantry / look for the cup in the pantry   drive and look
+  ... but avoid the lab / don't go through the hall / without passing the office
+  ... do not use the hall-kitchen corridor / the corridor between hall and lab
+                                                routes around them; refused when they cut a
+                                                step off, naming the constraint
+  if the cup is not in the kitchen, look in the pantry[, else return to the dock]
+  if there is no person in the hall, check the office   decided from this plan's looks,
+                                                else memory (cited), else by looking there
+  go to the kitchen or the office               ambiguous: asks which one, never guesses
+Other phrasings of an instruction go to the local LLM (planner:=llm), checked the same way.
 Objects are the detector's classes (the planner's objects parameter): COCO names such as
 cup, person, couch, dining table, with synonyms (sofa = couch, tv monitor = tv) and plurals.
 A place, colour or object the robot does not know is refused and named, with what it does

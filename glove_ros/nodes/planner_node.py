@@ -5,7 +5,11 @@ Takes tasks in words through the ``run_task`` action: "find the red block", "fin
 the kitchen?", "is the corridor between hall and lab open?", "what changed since
 yesterday?", "return to the dock" (a fixed grammar;
 other phrasings are parsed by the local LLM when ``planner:=llm``,
-:func:`glove_ros.core.plan.tasks.understand`). Questions and "last seen" goals are answered from
+:func:`glove_ros.core.plan.tasks.understand`), and instructions ("go to the kitchen, then the
+office, then dock", "avoid the lab", "if the cup is not in the kitchen, look in the pantry":
+checked against the map before anything moves, then run step by step through the same
+paths, :mod:`glove_ros.core.plan.instructions`); the running is in
+:mod:`glove_ros.nodes.planner_tasks`. Questions and "last seen" goals are answered from
 memory with its history (:mod:`glove_ros.core.plan.answers`): the result's ``answer`` cites the
 trusted entries (#id) and ``explain`` lists suppressed / replaced ones with the verifier's
 reason. For a search it decides each next
@@ -64,8 +68,8 @@ from glove_ros.core.ops.health import OK, WARN, LatencyStat
 from glove_ros.core.ops.resend import resend_waits
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
-from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task, WorldMap
-from glove_ros.core.plan.tasks import TaskRequest, object_vocabulary, understand
+from glove_ros.core.plan.agent_types import WorldMap
+from glove_ros.core.plan.tasks import object_vocabulary
 from glove_ros.core.world.observation import (
     Frame,
     FreshFrames,
@@ -90,6 +94,7 @@ from glove_ros.nodes.common import (
 )
 from glove_ros.nodes.diagnostics import NodeDiagnostics
 from glove_ros.nodes.llm_client import ServiceLlm, shared_llm
+from glove_ros.nodes.planner_tasks import TaskRunning
 from glove_ros.paths import resolve_world
 from glove_ros.srv import QueryMemory, RecordTransition
 
@@ -217,8 +222,9 @@ class ServiceMemoryView:
         return [conv.entry_from_msg(e) for e in resp.entries]
 
 
-class PlannerNode(LifecycleNode):
-    """Runs tasks with the task agent; serves probes between tasks."""
+class PlannerNode(TaskRunning, LifecycleNode):
+    """Runs tasks with the task agent (:class:`~glove_ros.nodes.planner_tasks.TaskRunning`);
+    serves probes between tasks."""
 
     def __init__(self) -> None:
         super().__init__("planner")
@@ -702,251 +708,6 @@ class PlannerNode(LifecycleNode):
         return judge_frames(frames, config, waypoint).outcome
 
     # actions ---------------------------------------------------------------------------
-    def _execute_task(self, handle: Any) -> Any:
-        goal = handle.request
-        result = RunTask.Result()
-        agent = self._agent
-        assert agent is not None and self._map is not None
-        try:
-            req, how = understand(goal.task, self._colors, self._map.waypoint_ids,
-                                   self._parse_llm(), self._objects)
-        except ValueError as exc:
-            self.get_logger().warning(str(exc))
-            result.success, result.reason, result.answer = False, "invalid_task", str(exc)
-            handle.abort()
-            return result
-        if req.intent != "find":
-            return self._execute_request(handle, req, how)
-        task = Task(req.colour, id=goal.task_id).validate()
-        result.intent, result.understood_by = req.intent, req.source
-        recorded: list[tuple[Any, int]] = []
-        if self._plan_store is not None:
-            try:  # the active (deployed) plan-memory version, as the gate left it
-                self._planner.set_entries(self._plan_store.entries())
-            except Exception as exc:  # a plan-memory problem must not stop the robot
-                self.get_logger().warning(f"plan memory unreadable, planning without it: {exc}")
-        with self._robot:
-            here = self._wait_located() or self._at
-            if not here:
-                self.get_logger().error(
-                    f"task '{goal.task}': no pose from the robot within "
-                    f"{self.get_parameter('pose_timeout').value}s; not assuming a position")
-                result.success, result.reason = False, "position_unknown"
-                handle.abort()
-                return result
-            self._at = here
-            agent.start(task, at_waypoint=here, pose=self._pose)
-            step = 0
-            finish: Finish | None = None
-            while finish is None:
-                if handle.is_cancel_requested:
-                    finish = Finish(False, "cancelled")
-                    break
-                here = self._located()
-                if here is not None and here != agent.current:
-                    self.get_logger().warning(
-                        f"the robot is at '{here}', not at '{agent.current}' as planned (a "
-                        "restart or a push?): continuing from its pose")
-                    agent.relocate(here, self._pose)
-                    self._at = here
-                epoch = self._poses.epoch
-                t0 = time.monotonic()
-                action = agent.next_action()
-                self._latency.add(time.monotonic() - t0)
-                if isinstance(action, Finish):
-                    finish = action
-                    break
-                step += 1
-                if isinstance(action, NavigateTo):
-                    outcome, final = self._navigate(action.waypoint, action.avoid_edges,
-                                                    lambda: handle.is_cancel_requested)
-                    ts = agent.on_navigation(outcome, final, self._arrival_pose(final))
-                    last = f"navigate_to {action.waypoint}: {outcome}"
-                elif isinstance(action, Look):
-                    sig = self._look(action.waypoint)
-                    if sig is None:
-                        finish = Finish(False, "camera_timeout")
-                        break
-                    ts = agent.on_look(sig)
-                    last = f"look at {action.waypoint}: {sig}"
-                    if self._located() not in (None, action.waypoint):
-                        epoch = -1  # the robot was not where the look was recorded
-                else:  # pragma: no cover - the agent has no other actions
-                    raise RuntimeError(f"unknown agent action {action!r}")
-                if epoch != self._poses.epoch and ts:
-                    self.get_logger().warning(
-                        f"not recording {len(ts)} transition(s) of '{last}': the robot driver "
-                        "restarted or the robot moved during the action")
-                    ts = []
-                recorded += self._record(ts)
-                handle.publish_feedback(RunTask.Feedback(step=step, current_waypoint=self._at,
-                                                         last_action=last))
-        report = agent.report
-        if report is not None:
-            self._llm_decisions += int(report.llm_decisions)
-            self._llm_fallbacks += int(report.fallbacks)
-        result.success, result.reason = bool(finish.success), finish.reason
-        result.steps = int(report.steps if report else step)
-        result.found_at = report.found_at if report else ""
-        result.llm_fallbacks = int(report.fallbacks if report else 0)
-        outcome = TaskOutcome(
-            robot_id=str(self.get_parameter("robot_id").value), episode_id=task.id,
-            task=goal.task, target=task.color, success=result.success, reason=result.reason,
-            found_at=result.found_at, steps=result.steps, llm_fallbacks=result.llm_fallbacks,
-            transitions=[m for m, _ in recorded], transition_ids=[i for _, i in recorded])
-        outcome.header.stamp = self.get_clock().now().to_msg()
-        if self._outcome_pub is not None:
-            self._outcome_pub.publish(outcome)
-        self.get_logger().info(
-            f"task '{goal.task}' ({goal.task_id}): {'success' if finish.success else 'FAILED'}"
-            f" ({finish.reason}) in {result.steps} steps"
-            + (f", {result.llm_fallbacks} LLM fallbacks" if result.llm_fallbacks else ""))
-        if finish.reason == "cancelled":
-            handle.canceled()
-        elif finish.success:
-            handle.succeed()
-        else:
-            handle.abort()
-        return result
-
-    def _execute_request(self, handle: Any, req: TaskRequest, how: str) -> Any:
-        """Everything but a search: dock, go to a place, answer from memory."""
-        from glove_ros.core.plan import answers
-
-        if req.intent == "dock":
-            result = self._execute_dock(handle)
-        else:
-            result = RunTask.Result()
-            answer = None
-            try:
-                now, kind = self._now(), req.look_kind or "colors"
-                if req.intent in ("go_to_last_seen", "where_last_seen"):  # the latter: say only
-                    answer = answers.last_seen(req.colour, self._view.history(action="look"),
-                                               now, kind=kind)
-                elif req.intent == "is_there":  # from the looks there; never drives
-                    answer = answers.is_there(req.colour, req.waypoint, self._view.history(
-                        req.waypoint, "look"), now, kind=kind)
-                elif req.intent == "corridor_status":
-                    answer = answers.corridor_status(
-                        req.waypoint, req.waypoint2, self._view.history(action="navigate_to"),
-                        now)
-                elif req.intent == "changes":
-                    since = now - req.since_s if req.since_s > 0 else 0.0
-                    answer = answers.changes_since(since, self._view.history(), now)
-            except RuntimeError as exc:  # memory not answering
-                result.success, result.reason = False, "memory_unavailable"
-                result.answer = f"I cannot read my memory: {exc}"
-                handle.abort()
-                return self._tag(result, req)
-            target = req.waypoint if req.intent == "go_to" else (
-                answer.value if req.intent == "go_to_last_seen" else "")
-            if answer is not None:
-                result.answer = answer.text
-                result.cited_entries = list(answer.cited)
-                result.explain = list(answer.explain)
-            if req.intent in ("go_to", "go_to_last_seen") and not target:
-                result.success, result.reason = False, "no_memory"
-                handle.abort()
-            elif target:
-                drove = self._at != target
-                outcome, final = self._go_to(target, handle)
-                # a detour arrives too: Nav2 drove around a corridor, the robot is there
-                result.success = outcome in ("reached", "detour") and final == target
-                result.reason = "reached" if result.success else f"navigation: {outcome}"
-                result.found_at = final
-                result.steps = 1 if drove else 0
-                result.answer = (result.answer + " " if result.answer else "") + (
-                    f"I am at {final}." if result.success
-                    else f"I could not get to {target} ({outcome}); I am at {final}.")
-                (handle.succeed if result.success else handle.abort)()
-            else:
-                result.success, result.reason = True, "answered"
-                handle.succeed()
-        self.get_logger().info(f"task '{req.text}' ({how}): {result.reason}; {result.answer}")
-        return self._tag(result, req)
-
-    def _record_driven(self, episode_id: str, context: str, epoch: int) -> None:
-        """Remember the corridors the last drive evidently went along as reached (a drive
-        straight to a far waypoint: Nav2 chose the route, the poses say which it was).
-        Each drive is recorded once: a later task that drives nothing records nothing."""
-        driven, self._driven = self._driven, []
-        if epoch != self._poses.epoch:
-            if driven:
-                self.get_logger().warning("not recording the corridors driven: the pose "
-                                          "source restarted during the drive")
-            return
-        robot = str(self.get_parameter("robot_id").value)
-        ts = []
-        for text in driven:
-            a, _, b = text.partition(":")
-            if self._map is not None and self._map.length(a, b) is not None:
-                ts.append(Transition(state_key=a, action="navigate_to", outcome="reached",
-                                     action_arg=b, robot_id=robot, episode_id=episode_id,
-                                     context=context))
-        if ts:
-            self._record(ts)
-            self.get_logger().info(f"corridors driven: {', '.join(driven)}")
-
-    @staticmethod
-    def _tag(result: Any, req: TaskRequest) -> Any:
-        result.intent, result.understood_by = req.intent, req.source
-        return result
-
-    def _go_to(self, target: str, handle: Any) -> tuple[str, str]:
-        """Drive to ``target`` around corridors trusted memory believes blocked (a cancel of
-        ``handle`` cancels the drive)."""
-        assert self._agent is not None
-        with self._robot:
-            if self._at == target:
-                return "reached", self._at
-            try:
-                avoid = sorted(self._agent.beliefs().blocked_edges)
-            except RuntimeError:
-                avoid = []
-            epoch = self._poses.epoch
-            outcome, final = self._navigate(target, avoid, lambda: handle.is_cancel_requested)
-            if final:
-                self._agent.relocate(final, self._pose)
-            self._record_driven(handle.request.task_id, f"go to {target}", epoch)
-            return outcome, final
-
-    def _execute_dock(self, handle: Any) -> Any:
-        """Drive to the map's dock and start charging: the ``dock`` service where the robot
-        has one (``dock_service``); without one (the JetRover) arriving is the task, and the
-        charger is seen on the battery (the consolidation node's dock detection)."""
-        assert self._map is not None and self._agent is not None
-        result = RunTask.Result()
-        dock = self._map.dock
-        use_service = bool(self.get_parameter("dock_service").value)
-        with self._robot:
-            epoch = self._poses.epoch
-            outcome, final = (("reached", self._at) if self._at == dock
-                              else self._navigate(dock, (), lambda: handle.is_cancel_requested))
-            if outcome == "detour" and final == dock:
-                outcome = "reached"  # arrived; the corridors driven are recorded below
-            if final:
-                self._agent.relocate(final, self._pose)
-            self._record_driven(handle.request.task_id, "return to the dock", epoch)
-            docked = None
-            if outcome == "reached" and use_service:
-                docked = self.call(self.dock_client, Trigger.Request(), 10.0)
-        if use_service:
-            result.success = bool(docked is not None and docked.success)
-            result.reason = "docked" if result.success else (
-                f"navigation to the dock: {outcome}" if outcome != "reached"
-                else "dock service refused or absent")
-        else:
-            result.success = outcome == "reached"
-            result.reason = ("at the dock (no dock service: charging is read from the battery)"
-                             if result.success else f"navigation to the dock: {outcome}")
-        result.found_at = dock if result.success else ""
-        self.get_logger().info(f"return to dock: {result.reason}")
-        if result.success:
-            handle.succeed()
-        else:
-            handle.abort()
-        return result
-
     def _execute_probe(self, handle: Any) -> Any:
         goal = handle.request
         result = Probe.Result()

@@ -28,38 +28,31 @@ each name is grounded the same way and an unknown one is refused by name):
   negated request the grammar cannot read as a constraint is refused, never run.
 
 Whatever the grammar cannot read goes to the local LLM (if any) under a JSON schema whose
-enums are the map's places, colours and objects (:func:`plan_schema`); it only proposes:
+enums are the map's places, colours and objects (:func:`plan_schema`, in
+:mod:`~glove_ros.core.plan.instructions_llm` with the prompt); it only proposes:
 every name it returns must be said in the text, and :func:`check_plan` re-checks every name,
 that each avoided place and corridor exists, and that each step's place is reachable from
 where the robot will be outside them (refused naming the constraint that cuts it off).
-:func:`run_plan` runs a plan step by step through the driver's ``run_step`` (the planner
-node: the single-request code paths); the first step that fails stops it, with its reason.
+:func:`run_plan` (in :mod:`~glove_ros.core.plan.instructions_run`) runs a plan step by step
+through the driver's ``run_step`` (the planner node: the single-request code paths); the first
+step that fails stops it, with its reason. The names of both modules are importable from here.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 from typing import Any
 
-from glove_ros.core.memory.experience import Transition
-from glove_ros.core.memory.looks import look_kind, look_names
-from glove_ros.core.plan import answers
-from glove_ros.core.plan.agent_types import NavigateTo, WorldMap
+from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.plan.tasks import (
-    REQUEST_SYSTEM,
     TaskRequest,
     known_names,
     names_in,
     parse_request,
-    request_from_llm,
-    request_schema,
     target_of,
     understand,
-    ungrounded,
     unknown_names,
     waypoint_of,
 )
@@ -522,118 +515,27 @@ def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
     return cond, want_else
 
 
-# -------------------------------------------------------------------------------------- LLM
-
-PLAN_SYSTEM = REQUEST_SYSTEM + (
-    "\nAn instruction may hold several steps, in order; give each as one request. "
-    '"look": true with go_to means drive there and look (colour or object: what to look '
-    'for, if said). "when": "always"; "if" runs the step only when if_colour / if_object is '
-    '(if_present true) or is not (false) at if_place; "else" runs the step when the '
-    'previous "if" step did not run. avoid_places / avoid_corridors: what the route must '
-    "not use. Use only names listed and said in the instruction.")
-
-
-def plan_schema(colours: Sequence[str], waypoints: Sequence[str],
-                objects: Sequence[str] = ()) -> dict:
-    """JSON schema of an LLM-parsed instruction: steps whose fields are
-    :func:`~glove_ros.core.plan.tasks.request_schema`'s plus look and a guard."""
-    props = dict(request_schema(colours, waypoints, objects)["properties"])
-    wp = {"type": "string", "enum": list(waypoints)}
-    props.update({"look": {"type": "boolean"},
-                  "when": {"type": "string", "enum": ["always", "if", "else"]},
-                  "if_colour": {"type": "string", "enum": ["", *colours]},
-                  **({"if_object": {"type": "string", "enum": ["", *objects]}} if objects else {}),
-                  "if_place": {"type": "string", "enum": ["", *waypoints]},
-                  "if_present": {"type": "boolean"}})
-    step = {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
-    pair = {"type": "object", "properties": {"a": wp, "b": wp}, "required": ["a", "b"],
-            "additionalProperties": False}
-    return {"type": "object", "properties": {
-        "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_STEPS},
-        "avoid_places": {"type": "array", "items": wp, "maxItems": 4},
-        "avoid_corridors": {"type": "array", "items": pair, "maxItems": 4}},
-        "required": ["steps", "avoid_places", "avoid_corridors"], "additionalProperties": False}
-
-
-_PLAN_EXAMPLES = (
-    ("swing by the garage and after you are done there head for the porch, keeping out of "
-     "the hall", {"steps": [{"intent": "go_to", "waypoint": "garage"},
-                            {"intent": "go_to", "waypoint": "porch"}],
-                  "avoid_places": ["hall"]}),
-    ("should the green cube be missing from the porch, have a look around the garage",
-     {"steps": [{"intent": "go_to", "waypoint": "garage", "look": True, "colour": "green",
-                 "when": "if", "if_colour": "green", "if_place": "porch",
-                 "if_present": False}]}),
-)
-
-
-_UNSET = {"since_hours": 0, "look": False, "when": "always", "if_present": True}
-
-
-def _full(step: dict, objects: bool) -> dict:
-    """An example step with every field of the schema, in its order."""
-    keys = plan_schema(("x",), ("y",), ("z",) if objects else ())["properties"]["steps"]
-    return {k: step.get(k, _UNSET.get(k, "")) for k in keys["items"]["properties"]}
-
-
-def plan_messages(text: str, colours: Sequence[str], waypoints: Sequence[str],
-                  objects: Sequence[str] = ()) -> list[dict[str, str]]:
-    """Chat messages asking the LLM for an instruction's plan (rules and examples first,
-    on names that are not the map's)."""
-    msgs = [{"role": "system", "content": PLAN_SYSTEM}]
-    for q, a in _PLAN_EXAMPLES:
-        full = {"steps": [_full(s, bool(objects)) for s in a["steps"]],
-                "avoid_places": a.get("avoid_places", []), "avoid_corridors": []}
-        msgs += [{"role": "user", "content": "Colours: green, yellow. Places: garage, hall, "
-                                             f"porch.\nInstruction: {q}"},
-                 {"role": "assistant", "content": json.dumps(full)}]
-    said = f"Objects: {', '.join(objects)}. " if objects else ""
-    msgs.append({"role": "user", "content": f"Colours: {', '.join(colours)}. {said}Places: "
-                                            f"{', '.join(waypoints)}.\nInstruction: {text}"})
-    return msgs
-
-
-def plan_from_llm(data: Any, text: str) -> Instruction:
-    """An :class:`Instruction` from a schema-valid LLM reply; ValueError when it is unusable
-    or names anything ``text`` does not say (a grammar forces the model onto known names)."""
-    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        raise ValueError("the LLM's reply is not a plan")
-    items: list[Item] = []
-    unsaid: list[str] = []
-    for n, s in enumerate(data["steps"], 1):
-        req = request_from_llm(s, text)
-        if req is None:
-            raise ValueError(f"the LLM's step {n} is not a request")
-        unsaid += ungrounded(req, text)
-        step = Step(req)
-        if s.get("look") and req.intent == "go_to":
-            step = Step(replace(req, colour="", look_kind=""), True, req.colour, req.look_kind)
-        if s.get("when") == "if":
-            target = s.get("if_object") or s.get("if_colour", "")
-            kind = "objects" if s.get("if_object") else "colors"
-            cond = Condition(target, kind, s.get("if_place", ""), bool(s.get("if_present")))
-            unsaid += ungrounded(TaskRequest("is_there", target, cond.place, look_kind=kind), text)
-            items.append(Conditional(cond, step))
-        elif s.get("when") == "else":
-            if not items or not isinstance(items[-1], Conditional) or items[-1].otherwise:
-                raise ValueError(f"the LLM's step {n} is an 'else' without an 'if'")
-            items[-1] = replace(items[-1], otherwise=step)
-        else:
-            items.append(step)
-    corridors = tuple(_key(c["a"], c["b"]) for c in data.get("avoid_corridors", []))
-    places = tuple(dict.fromkeys(data.get("avoid_places", [])))
-    for a, b in corridors:
-        unsaid += ungrounded(TaskRequest("corridor_status", waypoint=a, waypoint2=b), text)
-    for p in places:
-        unsaid += ungrounded(TaskRequest("go_to", waypoint=p), text)
-    if unsaid:
-        raise ValueError(f"the LLM named {', '.join(map(repr, dict.fromkeys(unsaid)))}, which the "
-                         "instruction does not say")
-    return Instruction(tuple(items), places, corridors, text, "llm")
-
-
 # ----------------------------------------------------------------------------- understanding
+
+def _normal(text: str) -> str:
+    t = " ".join((text or "").replace("\u2019", "'").split()).rstrip(".! ")
+    for rx, to in _CONTRACT:
+        t = re.sub(rx, to, t, flags=re.I)
+    return t
+
+
+def is_instruction(text: str, colours: Sequence[str], waypoints: Sequence[str],
+                   objects: Sequence[str] = ()) -> bool:
+    """Whether ``text`` is more than one request: it has an instruction word (then, if,
+    avoid, but, ...) or a comma around what the request grammar cannot read whole. False:
+    one request, read by :func:`~glove_ros.core.plan.tasks.understand` as always ("where is
+    the cup, please?" is one request)."""
+    t = _normal(text)
+    if not _COMPOUND.search(t):
+        return False
+    return bool(_COMPOUND.search(t.replace(",", " "))) or parse_request(
+        text, colours, waypoints, objects) is None
+
 
 def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMap,
                            llm: Any = None, objects: Sequence[str] = (), at: str = ""
@@ -646,11 +548,8 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
     Refused reason). ``at``: where the robot stands ("" unknown), for the reachability check.
     """
     objects, wps = tuple(objects), world_map.waypoint_ids
-    t = " ".join((text or "").replace("\u2019", "'").split()).rstrip(".! ")
-    for rx, to in _CONTRACT:
-        t = re.sub(rx, to, t, flags=re.I)
-    if not _COMPOUND.search(t) or (not _COMPOUND.search(t.replace(",", " ")) and parse_request(
-            text, colours, wps, objects) is not None):  # "where is the cup, please?"
+    t = _normal(text)
+    if not is_instruction(text, colours, wps, objects):
         try:
             req, how = understand(text, colours, wps, llm, objects)
         except ValueError as exc:
@@ -669,6 +568,8 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
                            "known one")
         if llm is None:
             return Refused(f"instruction {text!r} not understood: {exc}; {_HINT}")
+        from glove_ros.core.plan.instructions_llm import plan_from_llm, plan_messages, plan_schema
+
         res = llm.complete_json(plan_messages(t, colours, wps, objects),
                                 plan_schema(colours, wps, objects), max_tokens=96 * MAX_STEPS)
         if not getattr(res, "ok", False):
@@ -730,260 +631,24 @@ def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | 
     return Plan(inst, how, tuple(lines))
 
 
-# -------------------------------------------------------------------------------- execution
-# (the request path's decisions, for single requests and plan steps alike)
-
-def recall(req: TaskRequest, history: Callable[..., list], now: float
-           ) -> answers.Answer | None:
-    """The memory answer ``req`` rests on (:mod:`~glove_ros.core.plan.answers`; None for
-    go_to and dock). ``history(state_key, action)``: entries with their history (RuntimeError
-    when memory does not answer)."""
-    kind = req.look_kind or "colors"
-    if req.intent in ("go_to_last_seen", "where_last_seen"):  # the latter: say only
-        return answers.last_seen(req.colour, history(action="look"), now, kind=kind)
-    if req.intent == "is_there":  # from the looks there; never drives
-        return answers.is_there(req.colour, req.waypoint, history(req.waypoint, "look"), now,
-                                kind=kind)
-    if req.intent == "corridor_status":
-        return answers.corridor_status(req.waypoint, req.waypoint2,
-                                       history(action="navigate_to"), now)
-    if req.intent == "changes":
-        return answers.changes_since(now - req.since_s if req.since_s > 0 else 0.0, history(),
-                                     now)
-    return None
+# ------------------------------------------------------------------------------ the other parts
+# The LLM's part and the running part live in their own modules; their names are still
+# importable from here (``from glove_ros.core.plan.instructions import run_plan``).
+_LLM_NAMES = ("PLAN_SYSTEM", "plan_schema", "plan_messages", "plan_from_llm")
+_RUN_NAMES = ("recall", "drive_route", "dock_result", "forbidden", "arrival",
+              "driven_transitions", "StepOutcome", "look_transition", "PlanReport",
+              "StepHandle", "run_plan")
 
 
-def drive_route(world_map: WorldMap, at: str, target: str,
-                avoid: Sequence[tuple[str, str]],
-                navigate: Callable[[str], tuple[str, str, list[str]]]
-                ) -> tuple[str, str, list[str]]:
-    """Drive from ``at`` to ``target`` one corridor at a time along the map's shortest route
-    outside ``avoid`` (Nav2 cannot be told to avoid a corridor, but drives one corridor to
-    a neighbour): ``navigate(hop)`` -> (outcome, final waypoint, corridors driven). Returns
-    the last outcome, where the robot is and every corridor driven; ``unreachable`` when no
-    route avoids them."""
-    path = world_map.shortest_path(at, target, avoid) if world_map.has(at) else None
-    outcome, final, driven = ("reached" if path else "unreachable"), at, []
-    for hop in (path or [])[1:]:
-        outcome, final, went = navigate(hop)
-        driven += went
-        if outcome not in ("reached", "detour") or final != hop:
-            break
-    return outcome, final, driven
+def __getattr__(name: str) -> Any:
+    """The names of :mod:`~glove_ros.core.plan.instructions_llm` and
+    :mod:`~glove_ros.core.plan.instructions_run`, imported when first asked for (they import
+    this module's types, so they cannot be imported at its top)."""
+    if name in _LLM_NAMES:
+        from glove_ros.core.plan import instructions_llm
+        return getattr(instructions_llm, name)
+    if name in _RUN_NAMES:
+        from glove_ros.core.plan import instructions_run
+        return getattr(instructions_run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-def dock_result(use_service: bool, outcome: str, docked: bool) -> tuple[bool, str]:
-    """(success, reason) of a return to the dock after the drive's ``outcome``; ``docked``:
-    the dock service said so (asked only where the robot has one)."""
-    if use_service:
-        return docked, "docked" if docked else (f"navigation to the dock: {outcome}" if
-                                                outcome != "reached" else
-                                                "dock service refused or absent")
-    ok = outcome == "reached"
-    return ok, ("at the dock (no dock service: charging is read from the battery)" if ok
-                else f"navigation to the dock: {outcome}")
-
-
-def forbidden(action: Any, at: str | None, avoid: Sequence[tuple[str, str]]) -> bool:
-    """Whether the agent's ``action`` drives along a corridor an instruction avoids."""
-    return isinstance(action, NavigateTo) and _key(at or "", action.waypoint) in avoid
-
-
-def arrival(target: str, outcome: str, final: str, said: str = "") -> dict[str, Any]:
-    """The run_task result's fields after a drive to ``target`` ended with ``outcome`` at
-    ``final`` (a detour arrives too: Nav2 drove around a corridor), after what memory
-    ``said`` (the answer so far)."""
-    ok = outcome in ("reached", "detour") and final == target
-    return {"success": ok, "reason": "reached" if ok else f"navigation: {outcome}",
-            "found_at": final, "answer": (said + " " if said else "") + (
-                f"I am at {final}." if ok
-                else f"I could not get to {target} ({outcome}); I am at {final}.")}
-
-
-def driven_transitions(driven: Sequence[str], world_map: WorldMap, robot_id: str,
-                       episode_id: str, context: str) -> list[Transition]:
-    """``reached`` transitions for the corridors ("a:b") a drive evidently went along that
-    are corridors of the map."""
-    return [Transition(state_key=a, action="navigate_to", outcome="reached", action_arg=b,
-                       robot_id=robot_id, episode_id=episode_id, context=context)
-            for a, _, b in (t.partition(":") for t in driven)
-            if world_map.length(a, b) is not None]
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """How one step ended, as the driver reports it: ``ok`` and ``reason``, its ``answer``;
-    for a look step the outcome signature ``seen`` and the memory id ``look_id`` (0: not
-    stored); ``found_at`` for a find."""
-
-    ok: bool
-    reason: str
-    answer: str = ""
-    found_at: str = ""
-    seen: str = ""
-    look_id: int = 0
-    cited: tuple[int, ...] = ()
-    explain: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, status: str, result: Any, step: Step, seen: str = "", look_id: int = 0
-           ) -> StepOutcome:
-        """From a single-request path's result (``reason``, ``answer``, ``found_at``,
-        ``cited_entries``, ``explain``) and the status it set on its :class:`StepHandle`;
-        a look step that got no frames (``seen`` "") failed."""
-        ok = status == "succeeded" and (bool(seen) or not step.look)
-        reason = "camera_timeout" if status == "succeeded" and not ok else result.reason
-        return cls(ok, reason, result.answer, result.found_at, seen, look_id,
-                   tuple(result.cited_entries), tuple(result.explain))
-
-
-def look_transition(step: Step, seen: str, robot_id: str, episode_id: str,
-                    pose: tuple[float, float, float] | None) -> Transition:
-    """The transition a look step records: its place's look saw ``seen``."""
-    return Transition(state_key=step.place, action="look", outcome=seen, robot_id=robot_id,
-                      episode_id=episode_id, pose=pose, context=step.describe())
-
-
-@dataclass(frozen=True)
-class PlanReport:
-    """A run plan: ``lines`` (one per step and decision), what it cites and explains."""
-
-    success: bool
-    reason: str
-    lines: tuple[str, ...]
-    cited: tuple[int, ...] = ()
-    explain: tuple[str, ...] = ()
-    steps: int = 0
-    source: str = "rules"
-
-    def fields(self, at: str = "") -> dict[str, Any]:
-        """The run_task result's fields: the answer one line per step, ``explain`` the plan
-        as checked and then the memories set aside; ``found_at`` where the robot ended."""
-        return {"success": self.success, "reason": self.reason, "steps": self.steps,
-                "answer": "; ".join(self.lines), "found_at": at,
-                "cited_entries": list(self.cited), "explain": list(self.explain),
-                "intent": "instruction", "understood_by": self.source}
-
-
-class StepHandle:
-    """Stands in for the action goal handle while one step runs through a single-request
-    code path: the step's text and id, cancel and feedback from the real handle, and the
-    status the path sets (``succeeded`` / ``aborted`` / ``canceled``) kept here."""
-
-    is_cancel_requested = property(lambda self: bool(self._handle.is_cancel_requested))
-
-    def __init__(self, handle: Any, task: str, task_id: str) -> None:
-        self._handle, self.status = handle, ""
-        self.request = SimpleNamespace(task=task, task_id=task_id, max_steps=0)
-        self.publish_feedback = handle.publish_feedback
-
-    def succeed(self) -> None:
-        self.status = "succeeded"
-
-    def abort(self) -> None:
-        self.status = "aborted"
-
-    def canceled(self) -> None:
-        self.status = "canceled"
-
-
-def _summary(step: Step, out: StepOutcome) -> str:
-    if not out.ok:
-        return f"failed ({out.reason})" + (f": {out.answer}" if out.answer else "")
-    ref = f" (look #{out.look_id})" if out.look_id else ""
-    if step.look and step.target and look_kind(out.seen) == step.kind:  # else: cannot tell
-        there = step.target in look_names(out.seen)
-        return f"{_noun(step.target, step.kind)} is {'' if there else 'not '}there{ref}"
-    if step.look:
-        seen = sorted(look_names(out.seen)) if look_kind(out.seen) else []
-        return f"saw {', '.join(seen) or 'nothing'}{ref}"
-    if step.request.intent in _MOVES + ("find",):
-        return out.reason
-    return out.answer or out.reason
-
-
-def run_plan(plan: Plan, run_step: Callable[[int, Step], StepOutcome],
-             recall: Callable[[str, str, str], Any], *,
-             cancelled: Callable[[], bool] = lambda: False,
-             log: Callable[[int, str], None] = lambda n, line: None) -> PlanReport:
-    """Run ``plan`` item by item. ``run_step(n, step)`` executes one step (the driver applies
-    the constraints); ``recall(target, kind, place)`` answers from verified memory with an
-    :class:`~glove_ros.core.plan.answers.Answer` (value yes / no / unknown; RuntimeError
-    when memory does not answer). The first failing step stops the plan. ``log(n, line)``
-    gets the plan as checked (n = 0), then every step and every decision of a conditional."""
-    inst = plan.instruction
-    lines: list[str] = []
-    cited: list[int] = []
-    explain: list[str] = list(plan.explain)
-    log(0, "plan: " + "; ".join(plan.explain))
-    looked: dict[str, StepOutcome] = {}  # place -> this plan's latest look there
-    found: dict[str, str] = {}  # target -> where a find of this plan found it
-    ran = 0
-
-    def say(n: int, line: str) -> None:
-        lines.append(line)
-        log(n, line)
-
-    def run(n: int, step: Step) -> StepOutcome:
-        nonlocal ran
-        ran += 1
-        out = run_step(n, step)
-        cited.extend(out.cited)
-        explain.extend(out.explain)
-        if out.ok and step.look:
-            looked[step.place] = out
-        if out.ok and out.found_at and step.request.intent == "find":
-            found[step.request.colour] = out.found_at
-        return out
-
-    def done(ok: bool, reason: str) -> PlanReport:
-        return PlanReport(ok, reason, tuple(lines), tuple(dict.fromkeys(cited)),
-                          tuple(dict.fromkeys(explain)), ran, inst.source)
-
-    def decide(n: int, c: Condition) -> tuple[bool | None, str]:
-        obs = looked.get(c.place)
-        if obs is not None and look_kind(obs.seen) == c.kind:
-            at = c.target in look_names(obs.seen)
-            return at, f"look #{obs.look_id}" if obs.look_id else "this plan's look"
-        if found.get(c.target) == c.place:
-            return True, "found there in this plan"
-        try:
-            ans = recall(c.target, c.kind, c.place)
-        except RuntimeError as exc:
-            return None, f"cannot read memory: {exc}"
-        if ans.value in ("yes", "no"):
-            cited.extend(ans.cited)
-            explain.extend(ans.explain)
-            return ans.value == "yes", ", ".join(f"#{i}" for i in ans.cited) or "memory"
-        probe = Step(TaskRequest("go_to", waypoint=c.place, text=f"look in {c.place}"), True,
-                     c.target, c.kind)
-        out = run(n, probe)
-        say(n, f"{n}. memory does not know whether {c.describe(True)} ({ans.text}); "
-            f"looked there: {_summary(probe, out)}")
-        if not out.ok or look_kind(out.seen) != c.kind:
-            return None, (f"the look at {c.place} failed: {out.reason}" if not out.ok else
-                          f"the look at {c.place} cannot tell {_noun(c.target, c.kind)}")
-        return c.target in look_names(out.seen), f"look #{out.look_id}" if out.look_id else "look"
-
-    for n, it in enumerate(inst.items, 1):
-        if cancelled():
-            say(n, f"{n}. not run: cancelled")
-            return done(False, "cancelled")
-        why, step = "", it
-        if isinstance(it, Conditional):
-            at, evidence = decide(n, it.condition)
-            if at is None:
-                say(n, f"{n}. cannot decide whether {it.condition.describe(True)}: {evidence}")
-                return done(False, f"step {n}: {evidence}")
-            holds = at == it.condition.present
-            why = f"{it.condition.describe(at)} ({evidence}), so "
-            if (it.then if holds else it.otherwise) is None:
-                say(n, f"{n}. {why}nothing to do")
-                continue
-            step = it.then if holds else it.otherwise
-        assert isinstance(step, Step)
-        out = run(n, step)
-        say(n, f"{n}. {why}{step.describe()}: {_summary(step, out)}")
-        if not out.ok:
-            return done(False, f"step {n} ({step.describe()}) failed: {out.reason}")
-    return done(True, f"all {len(inst.items)} steps done")
