@@ -41,6 +41,7 @@ BENCHMARKS = {
     "janus": "plan-memory updates with and without the Janus gate",
     "consolidation": "writer-only vs writer + dock-time consolidation",
     "suite": "generated drift suite: every memory rule on worlds nobody tuned for",
+    "release": "the drift suite once on fresh commit-derived seeds (run once, frozen code)",
     "gym": "bring your own gymnasium env (discrete actions) and drift schedule, from YAML",
     "llm": "decision quality of a GGUF model on the planner, parser, Janus and consolidator jobs",
     "ingest": "memory node ingest through DDS: rate, loss, query p99, beside a bare subscriber",
@@ -48,6 +49,7 @@ BENCHMARKS = {
     "robot": "the jetrover profile on the stock-JetRover emulation: N tasks, cancel, detour, dock",
     "llm_memory": "RSS of the shared llm node (idle, loaded, released) beside the jetrover nodes",
     "qa": "questions answered from memory after drift: LLM vs templates, GLOVE vs static/recency",
+    "instructions": "open-instruction parsing on a held-out phrasing set: grammar vs LLM share",
 }
 
 # Nodes runnable by `glove-ros node NAME` (module glove_ros.nodes.NAME_node).
