@@ -420,11 +420,11 @@ def test_page_hinkley_resets_on_a_run_of_surprises_not_on_one():
     assert ph.distribution("s", "a") == {"y": 1.0}  # memory restarted from this sample
 
 
-def test_learner_bound_meets_a_closing_only_by_trying_it_and_is_told_an_opening():
+def test_learner_reference_meets_a_closing_by_trying_it_and_is_told_an_opening():
     neg = {"is_negative": lambda o, r: o[1] == HOLE}
     ice, hole = {(1, "F"): 1.0}, {(1, HOLE): 1.0}
-    rule = mr.make_rule("LearnerBound", **neg)
-    assert rule.name == "LearnerBound"
+    rule = mr.make_rule("LearnerReference", **neg)
+    assert rule.name == "LearnerReference"
     rule.set_world({(0, "R"): ice, (0, "D"): ice})
     rule.observe(0, "R", (1, "F"))
     assert rule.distribution(0, "R") == ice
@@ -441,6 +441,9 @@ def test_learner_bound_meets_a_closing_only_by_trying_it_and_is_told_an_opening(
     rule.set_world({(0, "R"): ice, (0, "D"): hole})
     assert rule.distribution(0, "R") == ice and rule.support(0, "R") > 0
     assert rule.support(0, "D") == 0
+    # the old name is refused with the new one, never silently mapped
+    with pytest.raises(ValueError, match="renamed 'LearnerReference'"):
+        mr.make_rule("LearnerBound")
 
 
 def test_make_rule_names_and_errors():

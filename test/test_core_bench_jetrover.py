@@ -111,7 +111,8 @@ def test_maze_swap_glove_realigns_and_static_keeps_driving_back(maze_doc):
 
 def test_false_alarms_are_counted_when_the_verifier_is_too_eager():
     # one frame per look, half the blocks missed, and a verifier that alarms on a single
-    # surprise: the misses must show up as false alarms (the counter works)
+    # surprise: the misses must show up as false alarms (the counter works; one definition
+    # for every method: a look after which a right belief at an untouched place is wrong)
     data = yaml.safe_load((worlds_dir() / "nuisance_only.yaml").read_text())
     data["events"].append({"episode": 0, "until_episode": 100, "type": "miss_detections",
                            "rate": 0.5})
@@ -119,7 +120,7 @@ def test_false_alarms_are_counted_when_the_verifier_is_too_eager():
     cfg = BenchConfig(episodes=12, look_frames=1, verifier={"p_th": 1}, **FAST)
     r = ModeRunner(world, "async", cfg).run()
     assert r["totals"]["alerts"] > 0
-    assert r["totals"]["false_alarms"] == r["totals"]["alerts"]
+    assert r["totals"]["false_alarms"] > 0
     assert not any(a["caused_by_drift"] for a in r["alerts"])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from glove_ros.benchmarks._suite_alarms import RIGHT, UNKNOWN, WRONG
 from glove_ros.core.memory.experience import Transition
 from glove_ros.core.memory.looks import look_names
 from glove_ros.core.plan.agent_types import (
@@ -65,11 +66,13 @@ class DriftTracker:
     truth (a suppression or re-test without an alert); for the other methods the first
     moment the memory it reads there matches the truth. None: never.
 
-    False alarms of the non-GLOVE methods: a recorded transition at a place no drift ever
-    touched after which the memory there stops matching the truth (a nuisance flipped the
-    belief), plus PageHinkley alarms with no drift since the previous alarm; the reverse (a
-    wrong belief there made right) is a correction. (GLOVE's false alarms are its alerts
-    about untouched places where its memory agreed with the world, counted by the runner.)
+    False alarms, one definition for every method (GLOVE, baselines, +retest arms, static,
+    oracle; :mod:`glove_ros.benchmarks._suite_alarms`): a recorded transition, or a sync
+    probe's samples, after which the belief the agent reads at a place no drift has touched
+    goes from right to wrong (:meth:`belief`: believing nothing is neither); one per
+    transition however many places flip. The reverse at such a place (a wrong belief, from
+    a missed detection, made right) is a correction. Alerts are not counted as such: an
+    alert that leaves the agent's belief right costs nothing the planner reads.
 
     Deadlock: a stale re-opened corridor (memory believes it blocked) that is neither
     re-tried nor seen as open by the memory before the phase ends.
@@ -83,11 +86,11 @@ class DriftTracker:
         self.watch: dict[Place, dict[str, Any]] = {}  # latest change record per place
         self.false_alarms = 0
         self.corrections = 0  # wrong memory at an untouched place made right
+        self.observations = 0  # transitions and probe samples the memory learnt from
         self.stuck_calls = 0
-        self._before: tuple[Place, bool] | None = None
-        self._drift_steps: list[int] = []
-        self._ph_alarms = 0
-        self._last_alarm_step = 0
+        #: belief (RIGHT / WRONG / UNKNOWN) at every untouched place with memory, as of the
+        #: latest check (hooks refresh it without counting)
+        self._beliefs: dict[Place, str] = {}
 
     @property
     def glove(self) -> bool:
@@ -122,12 +125,66 @@ class DriftTracker:
                 believed_blocked = True
         return believed_blocked == state.is_blocked(a, b)
 
+    def belief(self, place: Place) -> str:
+        """RIGHT, WRONG or UNKNOWN: what the memory the method reads believes at ``place``
+        against the truth (the agent's thresholds, as :meth:`matches`), UNKNOWN where it
+        believes nothing (no look of the waypoint; no attempt of the corridor either way)."""
+        if self.r.mode == "oracle":
+            return RIGHT
+        mem = self.r.memory
+        if place[0] == "look":
+            known = bool(mem.trusted(state_key=place[1], action=ACTION_LOOK))
+        else:
+            a, b = place[1], place[2]
+            known = any(e.transition.action_arg == dst and e.transition.outcome in
+                        (OUTCOME_REACHED, OUTCOME_BLOCKED)
+                        for src, dst in ((a, b), (b, a))
+                        for e in mem.trusted(state_key=src, action=ACTION_NAVIGATE))
+        if not known:
+            return UNKNOWN
+        return RIGHT if self.matches(place) else WRONG
+
+    def _untouched(self, place: Place) -> bool:
+        if place[0] == "look":
+            return place[1] not in self.r.touched_looks
+        return (place[1], place[2]) not in self.r.touched_edges
+
+    def _sweep(self, extra: Iterable[Place] = ()) -> dict[Place, str]:
+        """The belief now at every untouched place with memory (and at ``extra``)."""
+        places = dict.fromkeys(p for p in (*self._beliefs, *extra) if self._untouched(p))
+        return {p: self.belief(p) for p in places}
+
+    def observed(self, places: Iterable[Place | None], n: int = 1,
+                 everywhere: bool = True) -> None:
+        """``n`` observations the memory learnt from (a transition, a probe's samples)
+        about ``places``: count a false alarm if a right belief at an untouched place is
+        wrong now (once), a correction for each wrong one made right there. Every
+        untouched place with memory is re-read (a view's window, reset or object evidence
+        acts on other places too), or with ``everywhere=False`` only ``places`` (GLOVE
+        changes what it believes elsewhere only with an alert)."""
+        self.observations += n
+        own = [p for p in places if p is not None and self._untouched(p)]
+        now = self._sweep(own) if everywhere else {p: self.belief(p) for p in own}
+        before = self._beliefs
+        fa = int(any(before.get(p) == RIGHT and s == WRONG for p, s in now.items()))
+        fixed = sum(1 for p, s in now.items() if before.get(p) == WRONG and s == RIGHT)
+        self.false_alarms += fa
+        self.corrections += fixed
+        ep = self.r._ep
+        if ep is not None:
+            ep.false_alarms += fa
+            ep.corrections += fixed
+        self._beliefs = {p: s for p, s in {**before, **now}.items() if self._untouched(p)}
+
+    def _refresh(self) -> None:
+        """Memory changed outside an observation (a hook): re-read, count nothing."""
+        self._beliefs = self._sweep()
+
     # ------------------------------------------------------------------ events
 
     def on_change(self, looks: set[str], edges: set[tuple[str, str]]) -> None:
         """The truth changed at these places (just now)."""
         ep = self._episode()
-        self._drift_steps.append(self.step)
         places: list[Place] = [("look", w) for w in sorted(looks)]
         places += [("edge", *e) for e in sorted(edges)]
         for place in places:
@@ -155,41 +212,29 @@ class DriftTracker:
             rec["visit_episodes"].append(self._episode())
 
     def before_record(self, t: Transition) -> None:
-        place = place_of(t.state_key, t.action, t.action_arg)
-        self._before = None
-        if self.glove or place is None:
-            return
-        untouched = (t.action == ACTION_LOOK and t.state_key not in self.r.touched_looks) or \
-            (t.action == ACTION_NAVIGATE
-             and edge_key(t.state_key, t.action_arg) not in self.r.touched_edges)
-        if untouched:
-            self._before = (place, self.matches(place))
+        """Called before ``t`` is recorded (the beliefs are those of the latest check)."""
+        return None
 
     def after_record(self, t: Transition, alert: Any) -> None:
         self.step += 1
-        self.visit(place_of(t.state_key, t.action, t.action_arg))
+        place = place_of(t.state_key, t.action, t.action_arg)
+        self.visit(place)
         if alert is not None:
             ap = place_of(alert.state_key, alert.action, alert.action_arg)
             if ap in self.pending:
                 self._detect(ap)
         self._check_pending()
-        if self._before is not None:
-            bp, was = self._before
-            if was and not self.matches(bp):
-                self.false_alarms += 1
-            elif not was and self.matches(bp):
-                self.corrections += 1
-        view = self.r.view
-        if view is not None and view.alerts > self._ph_alarms:
-            self._ph_alarms = view.alerts
-            if not any(self._last_alarm_step < d <= self.step for d in self._drift_steps):
-                self.false_alarms += 1
-            self._last_alarm_step = self.step
+        self.observed([place], everywhere=not self.glove or alert is not None)
 
-    def check(self) -> None:
-        """Memory may have changed outside a recorded transition (a probe's result, the
-        stuck hook): detect what now matches."""
+    def check(self, probed: Place | None = None, samples: int = 0) -> None:
+        """Memory may have changed outside a recorded transition: a sync probe's
+        ``samples`` at ``probed`` (observations, counted as such), or the stuck hook
+        (re-read, nothing counted). Detect what now matches."""
         self._check_pending()
+        if samples:
+            self.observed([probed], samples)
+        else:
+            self._refresh()
 
     def _check_pending(self) -> None:
         for place in list(self.pending):

@@ -465,10 +465,6 @@ class ModeRunner:
             })
             if ep is not None:
                 ep.alerts += 1
-                # an alarm at a place no drift touched is false where memory agreed with
-                # the world; where missed detections had made it wrong, it is a correction
-                ep.false_alarms += 0 if true or not was_right else 1
-                ep.corrections += 0 if true or was_right else 1
         for req in result.probe_requests:
             self._probe(req)
         if result.probe_requests:
@@ -502,6 +498,9 @@ class ModeRunner:
                     break
         if len(outcomes) >= req.alpha:
             self.verifier.apply_probes(req, outcomes)
+            # the samples are observations: the same false-alarm reading as a transition
+            self.tracker.check(place_of(req.state_key, req.action, req.action_arg),
+                               len(outcomes))
         else:
             self.verifier.cancel_probe(req, "probe could not be completed")
         if self._ep is not None:
@@ -655,15 +654,15 @@ class ModeRunner:
         after = [e for e in self.results if e.episode >= first]
         n = len(after)
         transitions = self.tracker.step
+        observed = self.tracker.observations  # transitions and sync probes' samples
+        # one definition of a false alarm for every method (DriftTracker)
+        false_alarms = self.tracker.false_alarms
+        corrections = self.tracker.corrections
         if self.verifier is not None:
-            false_alarms = sum(e.false_alarms for e in self.results)
-            corrections = sum(e.corrections for e in self.results)
             alerts = sum(e.alerts for e in self.results)
             vstats = self.verifier.stats()
             probes = int(vstats.get("probes", 0))
         else:
-            false_alarms = self.tracker.false_alarms
-            corrections = self.tracker.corrections
             alerts = self.view.alerts if self.view is not None else 0
             probes = 0
         stale_changes = [c for c in self.tracker.changes if c["stale"]]
@@ -686,8 +685,9 @@ class ModeRunner:
             "false_alarms": false_alarms,
             "corrections": corrections,
             "transitions": transitions,
-            "false_alarms_per_1000": round(1000.0 * false_alarms / transitions, 3)
-            if transitions else 0.0,
+            "observations": observed,
+            "false_alarms_per_1000": round(1000.0 * false_alarms / observed, 3)
+            if observed else 0.0,
             "looks": self.looks,
             "false_alarms_per_1000_looks": round(1000.0 * false_alarms / self.looks, 3)
             if self.looks else 0.0,

@@ -5,9 +5,12 @@ the same agent with the same hooks, and reports per family and method: drift suc
 over worlds with a 95% bootstrap interval), steps per solved task (every drift step, probes and
 failed episodes included, divided by the tasks solved) relative to the oracle, detection
 delay (visits to a changed place after the change until the method's belief there matches
-the truth; median and p90, never-detected counted as infinite), false alarms per 1,000
-transitions (alerts or resets in phases where nothing changed: every source phase, and the
-whole of a nuisance-only world), probe steps, deadlocks (a re-opened place memory still
+the truth; median and p90, never-detected counted as infinite), false alarms under one
+definition for every method (:mod:`glove_ros.benchmarks._suite_alarms`: a transition after
+which the method's belief at a place no drift touched goes from right to wrong), per 1,000
+transitions and, on waypoint worlds, per 1,000 looks, with exact Poisson 95% intervals
+(``false_alarms: {count, transitions, per_1000, ci95[, looks, per_1000_looks,
+ci95_looks]}``), probe steps, deadlocks (a re-opened place memory still
 believes closed, never re-tried, although at an episode start of the phase it made the
 believed route longer than the same memory with it corrected; ``deadlocks_at_end``: the
 earlier end-of-phase reading, any longer route than the world's shortest) and stale (the
@@ -28,7 +31,9 @@ Families (``bench/scenarios/suite.yaml``):
 ``waypoint``          random planar waypoint graphs with cycles (6-16 waypoints, coloured
                       blocks), drift: swaps, moves, corridors closing and re-opening, with
                       nuisance (missed detections 0-15%, jitter, dropouts, nudges, crates)
-``waypoint_nuisance`` the same worlds with nuisance only: every alert is a false alarm
+``waypoint_nuisance`` the same worlds with nuisance only: no place ever changes, so every
+                      belief flip from right to wrong is a false alarm (``report: N``
+                      gives it more worlds than the others, for a tight interval)
 
 Seed discipline: the baselines' parameters (RecentK's K, SlidingWindow's W,
 RecencyWeighted's half-life, PageHinkley's threshold, PeriodicRefresh's period) are swept on
@@ -39,10 +44,12 @@ GLOVE-sync, the ablations of the project's extensions (GLOVE-async-pth: the pape
 count instead of the calibrated detector; GLOVE-async-norecheck: without the stale-negative
 re-test; GLOVE-async-noobject: without object-level / corridor evidence, waypoint families),
 every baseline at its best setting, Static (lower bound) and Oracle (upper bound). The
-FrozenLake families add LearnerBound, the reference for anything that learns from the
-agent's own moves: it knows the true outcome of every move it has tried, meets a change
-for the worse only by trying the move again, and is told every change for the better
-(:class:`glove_ros.core.verify.memory_rules.LearnerBound`).
+FrozenLake families add LearnerReference, a reference (not a bound) for anything that
+learns from the agent's own moves: it knows the exact outcome odds of every move it has
+tried, meets a change for the worse by trying the move again or by seeing the place it
+leads to as its new kind (place-level generalisation, as GLOVE's place view), and is told
+every change for the better; a rule can beat it
+(:class:`glove_ros.core.verify.memory_rules.LearnerReference`).
 
 A baseline listed as ``<Rule>+retest`` (``bench/scenarios/suite_fair.yaml``) runs with
 GLOVE's stale-negative re-test policy (:mod:`glove_ros.core.verify.retest`), swept over its
@@ -66,6 +73,7 @@ import numpy as np
 import yaml
 
 from glove_ros.benchmarks import write_results
+from glove_ros.benchmarks._suite_alarms import BeliefFlips, alarm_table, rate_summary
 from glove_ros.core.verify.memory_rules import BASELINE_PARAMS, BASELINE_RULES, make_rule
 from glove_ros.core.verify.retest import split_retest
 
@@ -97,7 +105,8 @@ ABLATIONS = {
 }
 BOUNDS = ("Static", "Oracle")
 #: family -> references beyond BOUNDS (they need the benchmark to tell them the true world)
-REFERENCES = {"frozenlake_det": ("LearnerBound",), "frozenlake_slip": ("LearnerBound",)}
+REFERENCES = {"frozenlake_det": ("LearnerReference",),
+              "frozenlake_slip": ("LearnerReference",)}
 
 
 # --------------------------------------------------------------------------- config
@@ -131,6 +140,16 @@ class SuiteConfig:
             if split_retest(name)[0] not in BASELINE_RULES:
                 raise ValueError(f"baselines: unknown rule {name!r}; choose from "
                                  f"{', '.join(BASELINE_RULES)}, each optionally with +retest")
+        for fam, opts in self.family.items():
+            for key in ("tune", "report"):
+                n = (opts or {}).get(key)
+                if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                    raise ValueError(f"family {fam}: {key} must be a seed count >= 1, got {n!r}")
+            ft = (a[0], a[0] + int((opts or {}).get("tune", a[1] - a[0])))
+            fr = (b[0], b[0] + int((opts or {}).get("report", b[1] - b[0])))
+            if ft[0] < fr[1] and fr[0] < ft[1]:
+                raise ValueError(f"family {fam}: its tune seeds {list(ft)} and report seeds "
+                                 f"{list(fr)} must not overlap (lower its tune / report count)")
         for name, values in self.sweep.items():
             if name not in BASELINE_PARAMS:
                 raise ValueError(f"sweep: {name!r} has no parameter to sweep; choose from "
@@ -138,6 +157,19 @@ class SuiteConfig:
             if not values:
                 raise ValueError(f"sweep: {name} needs at least one value")
         return self
+
+
+def _family_ranges(config: SuiteConfig, opts: Mapping[str, Any], tune: int | None,
+                   report: int | None) -> tuple[int, int]:
+    """The ends of a family's tune and report ranges: the family's ``tune`` / ``report``
+    counts from the start of each range (else the whole range), at most ``tune`` /
+    ``report`` (the command line) seeds."""
+    ends = []
+    for key, (lo, hi), cap in (("tune", config.tune_seeds, tune),
+                               ("report", config.report_seeds, report)):
+        n = int(opts[key]) if key in opts else hi - lo
+        ends.append(lo + (min(n, cap) if cap is not None else n))
+    return ends[0], ends[1]
 
 
 def load_suite(path: str | Path = DEFAULT_SCENARIO) -> SuiteConfig:
@@ -282,24 +314,20 @@ def _mode(dist: Mapping[Any, float] | None) -> Any:
 
 
 class _Tracker:
-    """Wraps a rule's observe: detection delay per changed pair, false alarms."""
+    """Wraps a rule's observe: detection delay per changed pair."""
 
     def __init__(self, rule: Any) -> None:
         self.rule = rule
         self.changed: dict[tuple[Any, Any], Any] = {}  # pair -> true mode now
         self.visits: dict[tuple[Any, Any], int] = {}
         self.delays: list[float] = []
-        self.quiet = True  # nothing changed in this phase
-        self.transitions_quiet = 0
-        self.alarms_quiet = 0
         self._orig = rule.observe
         rule.observe = self._observe
 
-    def begin(self, changed: Mapping[tuple[Any, Any], Any], quiet: bool) -> None:
+    def begin(self, changed: Mapping[tuple[Any, Any], Any]) -> None:
         self.finish()
         self.changed = dict(changed)
         self.visits = {}
-        self.quiet = quiet
         # pairs whose belief is already right need no detection (delay 0)
         for pair, truth in list(self.changed.items()):
             if _mode(self.rule.distribution(*pair)) == truth:
@@ -312,19 +340,9 @@ class _Tracker:
                 self.delays.append(math.inf)
         self.changed = {}
 
-    def _alarm_count(self) -> int:
-        """Alerts (GLOVE, object-level included) and change-test resets (PageHinkley);
-        PeriodicRefresh's scheduled refreshes are not alarms."""
-        st = self.rule.stats()
-        return int(st.get("alerts", 0)) + int(st.get("resets", 0))
-
     def _observe(self, state: Any, action: Any, outcome: Any, reward: float = 0.0,
                  step: int = 0) -> None:
-        before = self._alarm_count()
         self._orig(state, action, outcome, reward, step)
-        if self.quiet:
-            self.transitions_quiet += 1
-            self.alarms_quiet += self._alarm_count() - before
         pair = (state, action)
         if pair in self.changed:
             self.visits[pair] = self.visits.get(pair, 0) + 1
@@ -344,6 +362,7 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
     rule = make_rule(method, sc.glove, is_negative=lambda o, r: o[1] == HOLE,
                      params=params)
     tracker = _Tracker(rule)
+    flips = BeliefFlips(rule)  # false alarms, one definition for every method
     runner = Runner(sc, rule)
     maps = sc.maps()
     models = []
@@ -357,13 +376,14 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
     def begin_phase(phase: str, learning: bool) -> None:
         orig_begin(phase, learning)
         i = phase_index[phase]
+        flips.set_world(models[i])
         if i == 0:
-            tracker.begin({}, quiet=True)
+            tracker.begin({})
             return
         old, new = models[i - 1], models[i]
         changed = {pair: _mode(new[pair]) for pair in new
                    if _mode(new[pair]) != _mode(old.get(pair))}
-        tracker.begin(changed, quiet=False)
+        tracker.begin(changed)
 
     rule.begin_phase = begin_phase  # type: ignore[method-assign]
     try:
@@ -386,8 +406,8 @@ def run_frozenlake_world(data: Mapping[str, Any], method: str,
         "steps_per_task": (sum(p.task_steps + p.probe_steps for p in drift)
                            / max(1, sum(p.successes for p in drift))),
         "delays": tracker.delays,
-        "quiet_transitions": tracker.transitions_quiet,
-        "false_alarms": tracker.alarms_quiet,
+        "false_alarms": flips.false_alarms,
+        "fa_transitions": flips.transitions,
         "deadlocks": sum(1 for p in drift if p.deadlock),
         "deadlocks_at_end": sum(1 for p in drift if p.deadlock_at_end),
         "stale_kept": sum(1 for p in drift if p.stale_kept),
@@ -437,10 +457,11 @@ def _waypoint_runner(nuisance_only: bool, opts: Mapping[str, Any]) -> Callable[.
             "steps_per_task": float(rec["steps_per_task"]),
             "delays": [math.inf if d is None else float(d)
                        for d in rec.get("detection_delays", [])],
-            # false alarms: alerts (or belief flips) about places no drift touched, over
-            # every transition of the run
-            "quiet_transitions": int(rec.get("transitions", 0)),
+            # false alarms: one definition for every method (_suite_alarms), over every
+            # observation the memory learnt from (transitions, sync probes' samples)
             "false_alarms": int(rec.get("false_alarms", 0)),
+            "fa_transitions": int(rec.get("observations", rec.get("transitions", 0))),
+            "looks": int(rec.get("looks", 0)),
             "corrections": int(rec.get("corrections", 0)),
             "probe_steps": int(rec.get("probe_steps", 0)),
             "deadlocks": int(rec.get("deadlocks", 0)),
@@ -512,14 +533,17 @@ def _per_phase(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float],
 
 def aggregate(records: Sequence[Mapping[str, Any]],
               oracle: Sequence[Mapping[str, Any]] | None = None,
-              learner_bound: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+              learner_reference: Sequence[Mapping[str, Any]] | None = None
+              ) -> dict[str, Any]:
     """Per-method summary over worlds (see the module docstring); with the oracle's (and
-    LearnerBound's) records of the same worlds, success and steps relative to them."""
+    LearnerReference's) records of the same worlds, success and steps relative to them."""
     succ = [float(r["drift_success"]) for r in records]
     lo, hi = _bootstrap(succ)
     delays = [d for r in records for d in r.get("delays", [])]
-    quiet = sum(int(r.get("quiet_transitions", 0)) for r in records)
     fa = sum(int(r.get("false_alarms", 0)) for r in records)
+    observed = sum(int(r.get("fa_transitions", 0)) for r in records)
+    looks = sum(int(r.get("looks", 0)) for r in records) if any(
+        "looks" in r for r in records) else None
     steps = sum(float(r["steps_per_task"]) for r in records)
     phase_success, phase_worlds = _per_phase(records)
     out: dict[str, Any] = {
@@ -531,10 +555,12 @@ def aggregate(records: Sequence[Mapping[str, Any]],
         "detection_p90": _pct(delays, 90),
         "detected": sum(1 for d in delays if math.isfinite(d)),
         "changes_visited": len(delays),
-        "false_alarms_per_1000": 1000.0 * fa / quiet if quiet else 0.0,
-        "quiet_transitions": quiet,
-        # waypoint families: alerts / belief flips that made wrong memory at an untouched
-        # place right (missed detections had made it wrong); not false alarms
+        # one definition for every method (_suite_alarms): transitions after which a right
+        # belief at a place no drift touched is wrong; per 1,000 transitions (and looks)
+        # with the exact Poisson 95% interval
+        "false_alarms": rate_summary(fa, observed, looks),
+        # waypoint families: transitions that made a wrong belief at an untouched place
+        # right (missed detections had made it wrong); not false alarms
         "corrections": sum(int(r.get("corrections", 0)) for r in records),
         "probe_steps": sum(int(r.get("probe_steps", 0)) for r in records),
         "deadlocks": sum(int(r.get("deadlocks", 0)) for r in records),
@@ -551,7 +577,7 @@ def aggregate(records: Sequence[Mapping[str, Any]],
     if oracle:
         o_steps = sum(float(r["steps_per_task"]) for r in oracle) / len(oracle)
         out["steps_vs_oracle"] = out["steps_per_task"] / o_steps if o_steps else None
-    for name, ref in (("oracle", oracle), ("learner_bound", learner_bound)):
+    for name, ref in (("oracle", oracle), ("learner_reference", learner_reference)):
         if ref:
             r_succ = float(np.mean([float(r["drift_success"]) for r in ref]))
             out[f"success_vs_{name}"] = out["drift_success"] / r_succ if r_succ else None
@@ -640,9 +666,10 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
         except (ImportError, AttributeError) as exc:
             _progress(f"[suite] {fam}: skipped ({exc})", quiet)
             continue
-        # a family may use the first N seeds of each range (its cost per world is higher)
-        ft_hi = min(t_hi, t_lo + int(opts["tune"])) if "tune" in opts else t_hi
-        fr_hi = min(r_hi, r_lo + int(opts["report"])) if "report" in opts else r_hi
+        # a family may run its own number of seeds from the start of each range, fewer
+        # (its cost per world is higher) or more (nuisance-only worlds: enough transitions
+        # for a tight false-alarm interval); --tune / --report still take the first N
+        ft_hi, fr_hi = _family_ranges(config, opts, tune, report)
         # 1. sweep the baselines on the tune seeds
         best: dict[str, dict[str, Any]] = {}
         sweep_doc: dict[str, Any] = {}
@@ -682,7 +709,7 @@ def run_suite(config: SuiteConfig, *, families: Sequence[str] | None = None,
             "report_seeds": [r_lo, fr_hi],
             "best_params": best,
             "sweep_on_tune_seeds": sweep_doc,
-            "methods": {m: {**aggregate(recs, oracle, records.get("LearnerBound")),
+            "methods": {m: {**aggregate(recs, oracle, records.get("LearnerReference")),
                             "params": best.get(m, {})}
                         for m, recs in records.items()},
         }
@@ -757,7 +784,8 @@ def format_table(doc: Mapping[str, Any]) -> str:
                 f"{'[' + _fmt(ci[0]) + ', ' + _fmt(ci[1]) + ']':>13} "
                 f"{_fmt(r.get('steps_vs_oracle')):>12} "
                 f"{_fmt(r['detection_median'], 'g') + '/' + _fmt(r['detection_p90'], 'g'):>14} "
-                f"{_fmt(r['false_alarms_per_1000']):>6} {r['probe_steps']:>6} "
+                f"{_fmt((r.get('false_alarms') or {}).get('per_1000')):>6} "
+                f"{r['probe_steps']:>6} "
                 f"{r['deadlocks']:>6} {r.get('stale_kept', 0):>5} {_fails(r):>16}")
         lines += _phase_table(fd["methods"])
         for key, label in (("paired_vs_best_baseline", "best baseline"),
@@ -773,10 +801,11 @@ def format_table(doc: Mapping[str, Any]) -> str:
                         f"[{st['ci95'][0]:+.2f}, {st['ci95'][1]:+.2f}]")
         for m in GLOVE_METHODS:
             r = fd["methods"].get(m) or {}
-            if r.get("success_vs_learner_bound") is not None:
+            if r.get("success_vs_learner_reference") is not None:
                 lines.append(f"{m}: {100 * r['success_vs_oracle']:.1f}% of the oracle's drift "
-                             f"success, {100 * r['success_vs_learner_bound']:.1f}% of "
-                             "LearnerBound's")
+                             f"success, {100 * r['success_vs_learner_reference']:.1f}% of "
+                             "LearnerReference's (a reference, not a bound)")
+        lines += alarm_table(fd["methods"])
     return "\n".join(lines)
 
 

@@ -25,9 +25,10 @@ name                   update rule
 ``GLOVE-async``        the same verifier in replay-relaxed asynchronous mode: suppresses
                        refuted and stale negative memory, never forces a probe
 ``Oracle``             believes the true current world (the upper bound of a scenario)
-``LearnerBound``       the truth of every move it has tried; a change for the worse is met
-                       only by trying the move again, one for the better is told (the
-                       reference for rules that learn; not in :func:`rule_names`)
+``LearnerReference``   the truth of every move it has tried; a change for the worse is met
+                       by trying the move or seeing the place, one for the better is told
+                       (a reference for rules that learn, not a bound; not in
+                       :func:`rule_names`)
 =====================  ==================================================================
 
 GLOVE runs with the core verifier's defaults (the calibrated Bayes-factor detector). Its
@@ -73,7 +74,7 @@ __all__ = [
     "GLOVE_RULES",
     "GloveRule",
     "LatestOverwrite",
-    "LearnerBound",
+    "LearnerReference",
     "MemoryRule",
     "Oracle",
     "PageHinkleyReset",
@@ -462,42 +463,48 @@ class Oracle(MemoryRule):
         return 1_000_000 if self._world.get((state, action)) else 0
 
 
-class LearnerBound(Oracle):
-    """The reference for rules that learn: the best memory this agent's own moves allow.
+class LearnerReference(Oracle):
+    """A reference for rules that learn (not a bound): a strong memory of the agent's moves.
 
     It knows the true current outcome (odds included) of every move it has tried, in any
-    phase, with two limits that no memory can escape and one gift that none gets:
+    phase, with two limits that no memory escapes and two gifts that none gets:
 
     * a move never tried is unknown (the agent explores it as it would with any rule);
-    * a change for the worse at a move it has tried (a higher chance of a failure outcome,
-      ``is_negative``) is learnt only by trying that move again: until then it believes what
-      the move did before. Nothing that learns from the robot's own moves can avoid that
-      first contact (in FrozenLake: the first fall into a tile that has just become a hole);
-    * the gift: a change for the better is known at once, as if re-tested for free, so it
-      never keeps a stale failure and never pays for a re-test.
+    * a change for the worse at a tried move (a higher chance of a failure outcome,
+      ``is_negative``) is learnt by meeting it: trying the move again, or seeing a place the
+      move leads to as its new kind by any move (place-level generalisation, as GLOVE's
+      place view: outcomes shaped ``(place, kind)``, FrozenLake ``(tile, hole | ice)``;
+      a hole fallen into is a hole for every move into that tile). Until then it believes
+      what the move did before (the first fall into a tile that has just become a hole);
+    * gifts: a tried move's odds are exact after one try (no memory estimates slides that
+      well), and a change for the better is known at once, as if re-tested for free.
 
-    So it is an upper reference for the memory rules, not a strict bound: a rule may beat it
-    on a world where its own route luckily avoids a hole this one explores into. The
-    benchmark tells it the world at each phase with :meth:`set_world`, as the oracle.
+    So a rule can beat it (a route that luckily misses a hole this one explores into), and
+    it says nothing about what is left for memory to gain. The benchmark tells it the
+    world at each phase with :meth:`set_world`, as the oracle.
     """
 
-    name = "LearnerBound"
+    name = "LearnerReference"
 
     def __init__(self, is_negative: Callable[[Outcome, float], bool] | None = None) -> None:
         super().__init__()
         self._is_negative = is_negative or (lambda outcome, reward: False)
         self._tried: set[Key] = set()
-        self._stale: dict[Key, Mapping[Outcome, float]] = {}  # believed, not yet met again
+        #: believed, not yet met again: pair -> (belief, first world it is stale in)
+        self._stale: dict[Key, tuple[Mapping[Outcome, float], int]] = {}
+        self._epoch = 0  # worlds set so far
+        self._place_kind: dict[Hashable, tuple[Hashable, int]] = {}  # newest kind, world
 
     def _p_negative(self, dist: Mapping[Outcome, float] | None) -> float:
         return sum(p for o, p in (dist or {}).items() if self._is_negative(o, 0.0))
 
     def set_world(self, model: Mapping[Key, Mapping[Outcome, float]]) -> None:
-        old = self._world
+        believed = {key: self.distribution(*key) for key in self._tried}
+        self._epoch += 1
         for key in self._tried:
-            believed = self._stale.get(key, old.get(key))
-            if self._p_negative(model.get(key)) > self._p_negative(believed) + 1e-12:
-                self._stale[key] = believed or {}
+            if self._p_negative(model.get(key)) > self._p_negative(believed[key]) + 1e-12:
+                old = self._stale.get(key)
+                self._stale[key] = (believed[key] or {}, old[1] if old else self._epoch)
             else:
                 self._stale.pop(key, None)
         super().set_world(model)
@@ -508,13 +515,22 @@ class LearnerBound(Oracle):
     ) -> None:
         self._tried.add((state, action))
         self._stale.pop((state, action), None)
+        if isinstance(outcome, tuple) and len(outcome) == 2:
+            self._place_kind[outcome[0]] = (outcome[1], self._epoch)
 
     def distribution(self, state: Hashable, action: Hashable) -> dict[Outcome, float] | None:
         if (state, action) not in self._tried:
             return None
-        if (state, action) in self._stale:
-            return dict(self._stale[(state, action)]) or None
-        return super().distribution(state, action)
+        if (state, action) not in self._stale:
+            return super().distribution(state, action)
+        belief, since = self._stale[(state, action)]
+        out: dict[Outcome, float] = {}
+        for o, p in belief.items():  # places seen since the change read as seen
+            if isinstance(o, tuple) and len(o) == 2 and o[0] in self._place_kind:
+                kind, seen = self._place_kind[o[0]]
+                o = (o[0], kind) if seen >= since else o
+            out[o] = out.get(o, 0.0) + p
+        return out or None
 
     def support(self, state: Hashable, action: Hashable) -> int:
         return super().support(state, action) if (state, action) in self._tried else 0
@@ -583,8 +599,11 @@ def make_rule(
         raise ValueError(f"{name} takes no params (got {dict(params)})")
     if name == "Oracle":
         return Oracle()
+    if name == "LearnerReference":
+        return LearnerReference(is_negative)
     if name == "LearnerBound":
-        return LearnerBound(is_negative)
+        raise ValueError("unknown memory rule 'LearnerBound': it was renamed "
+                         "'LearnerReference' (a reference, not a bound)")
     if name in GLOVE_RULES:
         mode = "sync" if name == "GLOVE-sync" else "async"
         return GloveRule(mode, glove_config, is_negative=is_negative)
