@@ -240,15 +240,9 @@ def _family_sweep(config: suite.SuiteConfig, fam: str) -> dict[str, tuple[Any, .
 
 
 def _family_ranges(config: suite.SuiteConfig, fam: str) -> tuple[int, int]:
-    """(tune worlds, report worlds) of a family, as the suite runs them."""
-    opts = config.family.get(fam) or {}
-    t = config.tune_seeds[1] - config.tune_seeds[0]
-    r = config.report_seeds[1] - config.report_seeds[0]
-    if "tune" in opts:
-        t = min(t, int(opts["tune"]))
-    if "report" in opts:
-        r = min(r, int(opts["report"]))
-    return t, r
+    """(tune worlds, report worlds) of a family, exactly as the suite runs them."""
+    t_end, r_end = suite._family_ranges(config, config.family.get(fam) or {}, None, None)
+    return t_end - config.tune_seeds[0], r_end - config.report_seeds[0]
 
 
 def baseline_effort(config: suite.SuiteConfig) -> dict[str, Any]:
