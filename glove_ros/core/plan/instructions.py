@@ -24,6 +24,14 @@ each name is grounded the same way and an unknown one is refused by name):
   decided by this plan's own look at that place, then a find of this plan that found the
   target there, then verified memory (the last trusted look, cited); when memory does not
   know, the robot goes and looks. Each decision is logged and in the answer.
+* order and constraints said as circumstances: "once you've checked the kitchen, dock" and
+  "dock after checking the kitchen" (check, then dock), "check the kitchen before heading to
+  the office"; "go to the lab while staying clear of the hall" (avoid); "the hall-lab
+  corridor is closed", "the passage from hall to lab is off limits" (avoid); "go to the lab
+  unless the cup is in the office" (if the cup is not in the office: go to the lab).
+* nothing is dropped: a part the request grammar matches but does not read whole (a word
+  left over, :func:`~glove_ros.core.plan.tasks.request_leftover`) is not that request; what
+  neither grammar reads goes to the LLM or is refused naming the words not read.
 * ambiguity asks: "go to the kitchen or the office" -> "Which one: kitchen or office?"; a
   negated request the grammar cannot read as a constraint is refused, never run.
 
@@ -49,11 +57,14 @@ from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.plan.tasks import (
     TaskRequest,
     known_names,
+    match_request,
     names_in,
     parse_request,
+    request_leftover,
     target_of,
     understand,
     unknown_names,
+    unread_words,
     waypoint_of,
 )
 
@@ -248,22 +259,27 @@ _CONTRACT = ((r"\b(is|are|do|did|does)n't\b", r"\1 not"), (r"\bcan't\b", "cannot
              (r"\bdont\b", "do not"), (r"\bwon't\b", "will not"))
 _VERB = r"(?:go|drive|head|find|look|check|search|return|come|dock|inspect|visit|tell|say)"
 _COMPOUND = re.compile(r"[;,]|\.\s+\S|\b(?:then|after\s+that|afterwards|finally|if|else|"
-                       rf"otherwise|avoid|avoiding|without|do\s+not|never|or|but|and\s+{_VERB})\b",
-                       re.I)
+                       r"otherwise|avoid|avoiding|without|do\s+not|never|or|but|"
+                       rf"and\s+(?:{_VERB}|not)|"
+                       r"while|once|after|before|unless|off[\s-]limits|(?:stay|staying|keep|"
+                       r"keeping|steer|steering)\s+(?:clear|out|away))\b", re.I)
 _FILLER = re.compile(r"(?:hey|hi|hello|ok|okay|please|robot|thanks|thank\s+you|if\s+(?:anything|"
                      r"possible|you\s+can)|\s)+", re.I)
 _NEG = r"(?:avoid|avoiding|do\s+not|never|without|stay|keep)"
 _SEP = re.compile(
     r"\s*[;,]\s*(?:(?:and\s+)?then\s+|(?:and\s+)?after\s+that\s+|(?:and\s+)?finally\s+)?"
     r"|[.?!]\s+|\s+(?:and\s+then|and\s+after\s+that|after\s+that|afterwards|and\s+finally|"
-    rf"finally|then|but|and(?=\s+(?:{_VERB}|{_NEG})\b))\s+|\s+(?=(?:avoiding|avoid|without|"
-    r"else|otherwise)\b)", re.I)
-_LEAD = re.compile(r"^(?:(?:and|also|please|so|now|then|but|finally|lastly|after\s+that|"
+    rf"finally|then|but|and(?=\s+(?:{_VERB}|{_NEG}|not)\b))\s+|\s+(?=(?:avoiding|avoid|without|"
+    r"else|otherwise|while|unless)\b)"
+    r"|(?<!\bwhile)\s+(?=(?:staying|keeping|steering)\s+(?:clear|out|away)\b)", re.I)
+_LEAD = re.compile(r"^(?:(?:and|also|please|so|now|then|but|finally|lastly|first|firstly|next|"
+                   r"after\s+that|"
                    r"afterwards)\s+)+", re.I)
 _ELSE = re.compile(r"^(?:or\s+)?(?:else|otherwise|if\s+not)\b[\s,]*", re.I)
 _AVOID = re.compile(
-    r"^(?:while\s+|and\s+)?(?:please\s+)?(?:(?:avoid|avoiding|stay\s+(?:out\s+of|away\s+from)|"
-    r"keep\s+(?:out\s+of|away\s+from))(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
+    r"^(?:while\s+(?:you\s+)?|and\s+)?(?:please\s+)?(?:(?:avoid|avoiding|"
+    r"(?:stay|staying|keep|keeping)\s+(?:out\s+of|away\s+from|(?:well\s+)?clear\s+of)|"
+    r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
     r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near)|use|take|enter|"
     r"cross|visit)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting)"
@@ -275,6 +291,27 @@ _PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>
                    r"(?:corridor|passage)$", re.I)
 _ONE = re.compile(r"^(?:the\s+)?(?P<a>.+?)\s+(?:corridor|passage)$", re.I)
 _IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
+_UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
+# "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
+_BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
+                     r"(?:off[\s-]limits|out\s+of\s+bounds|closed|blocked|forbidden|"
+                     r"not\s+allowed)$", re.I)
+# "once you've checked the greenhouse": what was done is a step of its own, done first
+_DONE = re.compile(r"^(?:once|after)\s+(?:you\s+have\s+|you've\s+|you\s+|having\s+)?"
+                   r"(?P<v>checked|visited|inspected|searched|looked|been|gone|driven|reached|"
+                   r"checking|visiting|inspecting|searching|looking|going|driving|reaching)\s+"
+                   r"(?P<x>.+)$", re.I)
+_PAST = {"checked": "check", "checking": "check", "visited": "go to", "visiting": "go to",
+         "inspected": "inspect", "inspecting": "inspect", "searched": "search",
+         "searching": "search", "looked": "look", "looking": "look", "been": "go",
+         "gone": "go", "going": "go", "driven": "drive", "driving": "drive",
+         "reached": "go to", "reaching": "go to"}
+# "go to the lab before heading back to charge": the later step, as an imperative
+_BEFORE = re.compile(r"^(?P<a>.+?)\s+before\s+(?P<v>going|heading|driving|returning|coming|"
+                     r"checking|visiting|looking|inspecting|searching|finding)\s+(?P<x>.+)$", re.I)
+_ING = {"going": "go", "heading": "head", "driving": "drive", "returning": "return",
+        "coming": "come", "checking": "check", "visiting": "go to", "looking": "look",
+        "inspecting": "inspect", "searching": "search", "finding": "find"}
 _WHERE = r"(?:(?:in|at|inside)\s+(?P<p>.+)|(?P<there>there\b.*))"
 _CONDS = (
     re.compile(r"^there\s+(?:is|are)\s+(?P<neg>no\s+|not\s+(?:a|an|any)\s+)?(?P<t>.+?)\s+"
@@ -400,6 +437,7 @@ def _step(ctx: _Ctx, text: str) -> Step:
         t = _target(ctx, _IT.search(text)[0])
         text = _IT.sub(_noun(*t), text)
     req = parse_request(text, c, wps, o)  # one reading, even with an "or" in it
+    matched = match_request(text, c, wps, o)  # the pattern, unread words left aside
     if req is None and re.search(r"\bor\b", text, re.I):
         if unknown_names(text, c, wps, o):
             raise _unknown(ctx, unknown_names(text, c, wps, o)[0], "place, colour or object")
@@ -408,8 +446,8 @@ def _step(ctx: _Ctx, text: str) -> Step:
         if len(opts) > 1:
             raise _Stop(Clarify(f"Which one: {' or '.join(opts)}?", opts))
         raise _NotRead(f"{text!r} offers alternatives I cannot tell apart")
-    if req is not None and req.intent in (*_MOVES, "find", "go_to_last_seen") and re.search(
-            r"\b(?:not|never|no|nor|without)\b", text, re.I):  # "but do not go to the hall"
+    if matched is not None and matched.intent in (*_MOVES, "find", "go_to_last_seen") and \
+            re.search(r"\b(?:not|never|no|nor|without)\b", text, re.I):  # "do not go to the hall"
         raise _Stop(Refused(f"'{text}' is negated: I never act on a negated request I cannot "
                             "read; to keep away from a place say e.g. 'avoid the hall'"))
     if req is not None:
@@ -439,7 +477,33 @@ def _step(ctx: _Ctx, text: str) -> Step:
     raise _NotRead(f"{text!r} is not understood")
 
 
+def _order(text: str) -> str:
+    """Sequence words said as a condition of time, as plain order: "once you've checked X,
+    Y" and "Y after checking X" -> "check X, then Y"; "X before heading to Y" -> "X, then
+    head to Y"."""
+    m = re.match(r"^(?P<a>.+?)\s+after\s+(?!that\b)(?P<b>(?:you|having|checking|visiting|"
+                 r"inspecting|searching|looking|going|driving|reaching)\b.+)$", text, re.I)
+    if m and "," not in m["b"] and not re.search(r"[;,]|\bthen\b", m["a"], re.I):
+        text = f"after {m['b']}, {m['a']}"  # only a single step: "X, then Y after Z" is unclear
+    m = _DONE.match(text)
+    if m:
+        rest = re.split(r"\s*,\s*", m["x"], maxsplit=1)
+        verb = _PAST[m["v"].lower()]
+        x = re.sub(r"^(?:to|at|in|into|by)\s+", "", rest[0], flags=re.I) if verb in (
+            "go", "drive", "go to") else rest[0]
+        verb = "go to" if verb in ("go", "drive") else verb
+        text = f"{verb} {x}" + (f", then {rest[1]}" if len(rest) > 1 else "")
+    m = _BEFORE.match(text)
+    if m:
+        text = f"{m['a']}, then {_ING[m['v'].lower()]} {m['x']}"
+    m = re.match(r"^before\s+(?P<v>\w+)\s+(?P<x>[^,;]+)[,;]\s*(?P<a>.+)$", text, re.I)
+    if m and m["v"].lower() in _ING:
+        text = f"{m['a']}, then {_ING[m['v'].lower()]} {m['x']}"
+    return text
+
+
 def _grammar(text: str, ctx: _Ctx) -> Instruction:
+    text = _order(text)
     clauses = [_LEAD.sub("", p.strip()) for p in _SEP.split(text) if p and p.strip()]
     items: list[Item] = []
     avoid_w: list[str] = []
@@ -468,6 +532,26 @@ def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
     """Read one part into ``items`` / the constraints; returns the pending if, else."""
     if _FILLER.fullmatch(clause):
         return cond, want_else
+    m = _BARRED.match(clause)
+    if m:
+        w, cs = _constraint(ctx, m["x"])
+        avoid_w += [x for x in w if x not in avoid_w]
+        avoid_c += [x for x in cs if x not in avoid_c]
+        return cond, want_else
+    m = _UNLESS.match(clause)
+    if m:  # "unless C": "if not C"; after a step it guards that step, first it guards the next
+        unless, rest = _condition(ctx, m["b"])
+        unless = replace(unless, present=not unless.present)
+        if rest:
+            raise _NotRead(f"'{clause}' is not understood")
+        last = items[-1] if items else None
+        if isinstance(last, Step) and cond is None:
+            if len(items) > 1:  # "A, then B unless C": B alone, or both? not a guess to make
+                raise _NotRead(f"'{clause}' may guard one step or all of them")
+            items[-1] = Conditional(unless, last)
+            return None, want_else
+        ctx.target, ctx.place = (unless.target, unless.kind), unless.place
+        return unless, want_else
     m = _AVOID.match(clause)
     if m:
         try:
@@ -527,12 +611,15 @@ def _normal(text: str) -> str:
 def is_instruction(text: str, colours: Sequence[str], waypoints: Sequence[str],
                    objects: Sequence[str] = ()) -> bool:
     """Whether ``text`` is more than one request: it has an instruction word (then, if,
-    avoid, but, ...) or a comma around what the request grammar cannot read whole. False:
-    one request, read by :func:`~glove_ros.core.plan.tasks.understand` as always ("where is
-    the cup, please?" is one request)."""
+    avoid, but, while, once, after, before, unless, ...), a comma around what the request
+    grammar cannot read whole, or words a request phrasing it matches leaves unread
+    (:func:`~glove_ros.core.plan.tasks.request_leftover`: "get to the veranda while staying
+    clear of the greenhouse" is not a corridor question). False: one request, read by
+    :func:`~glove_ros.core.plan.tasks.understand` as always ("where is the cup, please?" is
+    one request)."""
     t = _normal(text)
     if not _COMPOUND.search(t):
-        return False
+        return bool(request_leftover(text, colours, waypoints, objects))
     return bool(_COMPOUND.search(t.replace(",", " "))) or parse_request(
         text, colours, waypoints, objects) is None
 
@@ -566,15 +653,16 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
             return Refused(f"{', '.join(map(repr, unknown))} is not a place, colour or object I "
                            f"know ({ctx.known()}); an unknown name is never replaced by a "
                            "known one")
+        unread = _unread(t, colours, wps, objects)
         if llm is None:
-            return Refused(f"instruction {text!r} not understood: {exc}; {_HINT}")
+            return Refused(f"instruction {text!r} not understood: {exc}{unread}; {_HINT}")
         from glove_ros.core.plan.instructions_llm import plan_from_llm, plan_messages, plan_schema
 
         res = llm.complete_json(plan_messages(t, colours, wps, objects),
                                 plan_schema(colours, wps, objects), max_tokens=96 * MAX_STEPS)
         if not getattr(res, "ok", False):
             return Refused(f"instruction {text!r} not understood (LLM: "
-                           f"{getattr(res, 'error', '?')}); {_HINT}")
+                           f"{getattr(res, 'error', '?')}){unread}; {_HINT}")
         try:
             inst, how = plan_from_llm(res.data, t), "understood by the LLM (checked on the map)"
         except ValueError as err:
@@ -589,6 +677,27 @@ def _cut(inst: Instruction, wm: WorldMap, src: str, dst: str) -> str:
     hit += [f"the corridor {a}-{b}" for a, b in inst.avoid_corridors
             if any(_key(p, q) == (a, b) for p, q in zip(path, path[1:], strict=False))]
     return ", ".join(dict.fromkeys(hit)) or "the avoided places and corridors"
+
+
+def _unread(text: str, colours: Sequence[str], waypoints: Sequence[str],
+            objects: Sequence[str]) -> str:
+    """"; words I could not read: 'x', 'y'" for a refusal: what neither grammar reads."""
+    words = list(dict.fromkeys(request_leftover(text, colours, waypoints, objects) or [
+        w for w in unread_words(text, colours, waypoints, objects) if w not in _INSTRUCTION_WORDS]))
+    return f"; words I could not read: {', '.join(map(repr, words))}" if words else ""
+
+
+#: the words the instruction grammar reads on top of the request grammar's
+_INSTRUCTION_TEXT = """
+    then after afterwards finally first firstly next lastly also so but not never no nor
+    avoid avoiding without stay staying keep keeping out away clear well steer steering
+    while once before unless else otherwise case off limits bounds forbidden allowed
+    check checked checking inspect inspected visit visited been gone having heading going
+    driving returning coming looking searching finding visiting inspecting
+    through via past across use using enter entering cross crossing pass passing
+    t ve
+"""
+_INSTRUCTION_WORDS = frozenset(_INSTRUCTION_TEXT.split())
 
 
 def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | None = None,

@@ -36,8 +36,8 @@ _FIND = re.compile(
 
 
 _DOCK = re.compile(
-    r"^\s*(?:please\s+)?(?:(?:go|return|drive)\s+(?:back\s+)?to\s+(?:the\s+)?(?:dock|charger)"
-    r"|dock|charge|go\s+charge)\s*[.!]?\s*$",
+    r"^\s*(?:please\s+)?(?:(?:go|return|drive|head|come)\s+(?:back\s+)?to\s+(?:the\s+)?"
+    r"(?:dock|charger)|(?:go|head|come)\s+(?:back\s+)?(?:to\s+)?charge|dock|charge)\s*[.!]?\s*$",
     re.IGNORECASE,
 )
 
@@ -286,7 +286,8 @@ _CORRIDOR = re.compile(r"\b(corridor|passage|way|path|route|door|get)\b.*\bfrom\
 # a question, not an errand: "where did you last see the red block?" (answer, never drive)
 _WHERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:where|in\s+which\s+(?:place|room))\b.*"
                     r"\b(?:is|are|see|saw|seen|spot|spotted|find|found|notice|noticed)\b", re.I)
-_GOTO = re.compile(r"\b(go|drive|navigate|move|head|take\s+me|bring\s+me|lead\s+me)\b", re.I)
+_GOTO = re.compile(r"\b(go|drive|navigate|move|head|take\s+me|bring\s+me|lead\s+me|get\s+to)\b",
+                   re.I)
 _PHRASE = r"(?P<what>[a-z0-9][a-z0-9 _-]*?)"
 # "find the cup", "look for a person", "search for the tv monitor" (an object, no "block")
 _FIND_OBJECT = re.compile(
@@ -343,9 +344,78 @@ def parse_request(text: str, colours: Sequence[str], waypoints: Sequence[str],
                   objects: Sequence[str] = ()) -> TaskRequest | None:
     """The fixed grammar: a :class:`TaskRequest` for the phrasings it knows, else ``None``
     (then the planner node asks the LLM, :func:`request_messages`). Never guesses: a text
-    naming the wrong number of colours, objects or waypoints for its intent gives ``None``.
+    naming the wrong number of colours, objects or waypoints for its intent gives ``None``,
+    and so does a text with a word the grammar does not read (:func:`unread_words`: "go to
+    the veranda while staying clear of the greenhouse" is not "go to the veranda").
     ``objects``: the object classes the robot knows (:func:`object_vocabulary`); without
     them the grammar reads colours only, exactly as before objects existed."""
+    req = match_request(text, colours, waypoints, objects)
+    if req is None or unread_words(text, colours, waypoints, objects, req.intent):
+        return None
+    return req
+
+
+def request_leftover(text: str, colours: Sequence[str], waypoints: Sequence[str],
+                     objects: Sequence[str] = ()) -> list[str]:
+    """The words a request phrasing matched by the grammar leaves unread ([] when the
+    grammar reads it whole, or matches no phrasing): why :func:`parse_request` said no."""
+    req = match_request(text, colours, waypoints, objects)
+    return [] if req is None else unread_words(text, colours, waypoints, objects, req.intent)
+
+
+# Every word the request grammar reads besides names, per intent: its verbs, question words,
+# prepositions, articles and a few fillers (common to all). A word outside its intent's list
+# (and outside the names) is not read, so a text holding one is not the request its pattern
+# matched: "once you've checked the greenhouse, go charge" is not "go to the greenhouse", "get
+# to the veranda while staying clear of the greenhouse" is not a corridor question (issue 28).
+_COMMON = """please now just right again kindly hey hi ok okay robot thanks thank you the a an
+    some any my me i we us your it this that there here can could would will do does did you
+    tell say let know"""
+_TARGET = "block blocks cube cubes box boxes"
+_MOVE = "go drive navigate move head take bring lead get back over to into toward towards"
+_SEEN = """where which place room last most recently recent time was were is are see saw seen
+    spot spotted notice noticed find found in at"""
+_READ_BY_INTENT = {intent: frozenset(f"{_COMMON} {words}".split()) for intent, words in {
+    "find": f"find search for locate look {_TARGET}",
+    "dock": "go drive return head come back to dock charger charge",
+    "go_to": _MOVE,
+    "go_to_last_seen": f"{_MOVE} {_SEEN} {_TARGET} where",
+    "where_last_seen": f"{_SEEN} {_TARGET}",
+    "is_there": f"is are there in at inside still now right moment {_TARGET}",
+    "corridor_status": """corridor corridors passage way path route door open blocked closed
+        clear passable between from to and or get through is are still currently at the""",
+    "changes": """what anything something changed change changes new different since ago today
+        yesterday morning last day hour week past in the a an has have is are been there 24 h""",
+}.items()}
+_READ = frozenset().union(*_READ_BY_INTENT.values())
+_READ_SHORT = frozenset({"s", "ve", "d", "ll", "re", "m"})  # you've, where's, I'd
+
+
+def unread_words(text: str, colours: Sequence[str], waypoints: Sequence[str],
+                 objects: Sequence[str] = (), intent: str = "") -> list[str]:
+    """The words of ``text`` that are neither a name it says (a colour, a waypoint, an object
+    by any synonym or plural) nor a word the request grammar reads for ``intent`` (any
+    intent when ""), in order."""
+    read = _READ_BY_INTENT.get(intent, _READ)
+    low = (text or "").lower().replace("\u2019", "'")
+    taken = [m.span() for n in (*colours, *waypoints) for m in _name_rx(n).finditer(low)]
+    taken += [(s.start, s.end) for s in _object_mentions(low, objects, taken)]
+    out = []
+    for m in _WORD.finditer(low):
+        w = m.group()
+        if any(a <= m.start() < b for a, b in taken) or w in read:
+            continue
+        if w in _READ_SHORT and m.start() > 0 and low[m.start() - 1] == "'":
+            continue
+        out.append(w)
+    return out
+
+
+def match_request(text: str, colours: Sequence[str], waypoints: Sequence[str],
+                  objects: Sequence[str] = ()) -> TaskRequest | None:
+    """The request phrasing ``text`` matches, NOT checked for words it leaves unread: never
+    run it (:func:`parse_request` is the reading); it tells why a text is not a request
+    ("do not go to the lab" matches a drive to the lab, and is refused as negated)."""
     if not isinstance(text, str) or not text.strip():
         return None
     t = text.strip()
@@ -512,8 +582,10 @@ def understand(text: str, colours: Sequence[str], waypoints: Sequence[str],
         what = "place, colour or object" if objects else "place or colour"
         raise ValueError(f"task {text!r} not understood; {' and '.join(map(repr, unknown))} is "
                          f"not a {what} I know ({_known(colours, waypoints, objects)}); {hint}")
+    left = request_leftover(text, colours, waypoints, objects)
     if llm is None:
-        raise ValueError(f"task {text!r} not understood; {hint}")
+        unread = f" (words I could not read: {', '.join(map(repr, left))})" if left else ""
+        raise ValueError(f"task {text!r} not understood{unread}; {hint}")
     res = llm.complete_json(request_messages(text, colours, waypoints, objects),
                             request_schema(colours, waypoints, objects), max_tokens=64)
     req = request_from_llm(res.data, text.strip()) if getattr(res, "ok", False) else None
@@ -548,8 +620,9 @@ _NAMED = (  # where a request names its place or object: "go to the X", "find th
     re.compile(r"^\s*(?:is|are)\s+(?:there\s+)?.*?\s(?:in|at|inside)\s+(?:the\s+)?" + _SLOT
                + r"\s*(?:now|still)?\s*[?.!]?\s*$", re.I),
 )
-_NOT_NAMES = frozenset({"block", "blocks", "cube", "thing", "robot", "charger", "dock", "same",
-                        "last", "next", "way", "corridor", "place", "room", "left", "right"})
+_NOT_NAMES = frozenset({"block", "blocks", "cube", "thing", "robot", "charger", "charge", "dock",
+                        "same", "last", "next", "way", "corridor", "place", "room", "left",
+                        "right"})
 # a slot's phrase ends before these ("find the garden gnome in the kitchen" -> garden gnome)
 _SLOT_END = frozenset({"please", "for", "me", "in", "at", "on", "near", "by", "from", "to",
                        "with", "and", "or", "then", "that", "which", "last", "you", "i", "now",
