@@ -52,7 +52,7 @@ the baseline rules of :mod:`glove_ros.core.verify.memory_views` (``LatestOverwri
 view over the same store with settable parameters). Every method gets the same stuck hook
 and answers it by its own rule. :func:`run_world` runs one method on one world (e.g. from
 :func:`glove_ros.core.world.worldgen.generate_world`) fast and returns its drift metrics
-(:class:`DriftTracker`: detection delay in visits, false alarms per 1,000 transitions,
+(:class:`DriftTracker`: detection delay in visits, false alarms per 1,000 observations,
 deadlocks, ...). When the verifier knows ``unique_objects``, the colours that occur once
 among the world's blocks are passed to it (:func:`verifier_settings`).
 
@@ -63,11 +63,11 @@ mode probes them, charged as steps). The verifier runs with VerifierConfig defau
 ``--verifier KEY=VALUE`` overrides them.
 
 Phases split at the world's episode-triggered drift events. Per phase and mode: success
-rate, steps per task (task + probe), dissonance alerts, false alarms (alerts on a
-(state, action) no drift event touched -- a look at a waypoint whose blocks did not change, a
-corridor whose blocked state did not change -- where memory agreed with the world; an alert
-there against memory that missed detections had made wrong is counted as a correction),
-memories suppressed, probes, LLM fallbacks, and "stale goals": tasks whose first goal was a
+rate, steps per task (task + probe), dissonance alerts, false alarms (one definition for
+every mode and rule, :class:`DriftTracker`: an observation after which the belief at a place
+no drift event touched -- a waypoint whose blocks did not change, a corridor whose blocked
+state did not change -- goes from right to wrong; forgetting is not an alarm), memories
+suppressed, probes, LLM fallbacks, and "stale goals": tasks whose first goal was a
 waypoint memory believed held the colour when it did not (driving back to the old place).
 
 Drift metrics per method (``modes.<m>.drift``, :class:`DriftTracker`): detection delay of
