@@ -120,6 +120,10 @@ def test_answers_cite_trusted_and_explain_stale():
     ch = answers.changes_since(85.0, es, 100.0)
     assert ch.value == "1" and set(ch.cited) == {2, 3, 5}  # #1 was replaced before 85
     assert "kitchen" in ch.text and any("#6" in x for x in ch.explain)
+    # the span the person asked for (wall clock) is what the answer names, not node time
+    asked = answers.changes_since(85.0, es, 100.0, asked_s=300.0)
+    assert asked.text.startswith("Since 5 min") and " ago:" in asked.text
+    assert asked.value == ch.value and asked.cited == ch.cited
 
 
 def test_harness_scores_right_and_wrong_models():

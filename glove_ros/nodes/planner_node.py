@@ -64,6 +64,7 @@ from std_srvs.srv import Trigger
 from glove_ros import conversions as conv
 from glove_ros.action import NavigateToWaypoint, Probe, RunTask
 from glove_ros.core.memory.experience import MemoryEntry, Transition
+from glove_ros.core.ops.clock import ClockMap
 from glove_ros.core.ops.health import OK, WARN, LatencyStat
 from glove_ros.core.ops.resend import resend_waits
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
@@ -245,6 +246,7 @@ class PlannerNode(TaskRunning, LifecycleNode):
         self._wp_pub = None
         self._outcome_pub = None
         self._at = ""
+        self._clock_map = ClockMap()  # wall clock -> this node's clock ("5 minutes ago")
         self._driven: list[str] = []
         self._llm: Any = None
         self._llm_client: Any = None  # ServiceLlm with llm.service: created once, reused
@@ -496,7 +498,9 @@ class PlannerNode(TaskRunning, LifecycleNode):
             time.sleep(0.05)
 
     def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        now = self.get_clock().now().nanoseconds * 1e-9
+        self._clock_map.sample(time.time(), now)
+        return now
 
     def _publish_waypoint(self, waypoint: str) -> None:
         self._at = waypoint or self._at

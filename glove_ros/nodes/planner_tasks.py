@@ -189,8 +189,12 @@ class TaskRunning:
                         req.waypoint, req.waypoint2, self._view.history(action="navigate_to"),
                         now)
                 elif req.intent == "changes":
-                    since = now - req.since_s if req.since_s > 0 else 0.0
-                    answer = answers.changes_since(since, self._view.history(), now)
+                    # "the last 5 minutes" are wall-clock minutes; memory is stamped on
+                    # this node's clock (sim time runs faster): map one onto the other
+                    since = (self._clock_map.node_time_ago(time.time(), req.since_s)
+                             if req.since_s > 0 else 0.0)
+                    answer = answers.changes_since(since, self._view.history(), now,
+                                                   asked_s=req.since_s or None)
             except RuntimeError as exc:  # memory not answering
                 result.success, result.reason = False, "memory_unavailable"
                 result.answer = f"I cannot read my memory: {exc}"

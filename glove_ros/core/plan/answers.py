@@ -185,16 +185,24 @@ def corridor_status(a: str, b: str, entries: Iterable[Any], now: float) -> Answe
     return Answer(text, value, _ids(trusted), trail)
 
 
-def changes_since(since: float, entries: Iterable[Any], now: float) -> Answer:
+def changes_since(since: float, entries: Iterable[Any], now: float, *,
+                  asked_s: float | None = None) -> Answer:
     """What memory recorded, suppressed or replaced after ``since`` (same clock as the
-    entries' ``valid_from``); suppressed / replaced entries are listed in the explain trail."""
+    entries' ``valid_from``); suppressed / replaced entries are listed in the explain trail.
+    ``asked_s``: the span the person asked for, in wall-clock seconds, named in the answer
+    (the node's clock may run faster than the wall, so ``now - since`` is not what they
+    said)."""
     items = list(entries)
     new = [e for e in items if e.valid_from >= since]
     gone = [e for e in items if int(e.status) != 0 and e.valid_until is not None
             and e.valid_until >= since]
     looks = sorted({e.transition.state_key for e in new if e.transition.action == _LOOK})
-    span = age_text(now - since).removesuffix(" ago") if since > 0 else "the start"
-    text = (f"Since {span}{' ago' if since > 0 else ''}: {len(new)} new memories"
+    if asked_s is not None and asked_s > 0:
+        span = age_text(asked_s).removesuffix(" ago")
+    else:
+        span = age_text(now - since).removesuffix(" ago") if since > 0 else "the start"
+    ago = since > 0 or (asked_s is not None and asked_s > 0)
+    text = (f"Since {span}{' ago' if ago else ''}: {len(new)} new memories"
             f"{' (looks at ' + ', '.join(looks) + ')' if looks else ''}; "
             f"{len(gone)} memories stopped being trusted.")
     if gone:
