@@ -29,6 +29,20 @@ always miss, whereas a new or different object is positive evidence. A block tha
 left is confirmed by a second empty look, or at once by object-level evidence when it is
 seen at its new place.
 
+Object looks (``objects=cup,person*2``) also learn each class's own rates: a detector that
+misses a small cup one look in five but a person almost never must not make a missing
+person as unsurprising as a missing cup. A tally key ``kind@class`` (e.g. ``look:loss@cup``:
+looks whose remembered mode shows a cup, and how many of them lost it; ``look:other@dog``:
+how many showed a dog that the mode lacks) is kept beside the kind's tally; a compound key
+``look:loss@cup+person`` counts once toward the kind and once toward each class
+(:meth:`NoiseEstimate.add`). A class's rate is shrunk toward its kind's rate with the
+prior's weight (:meth:`NoiseEstimate.class_rate`), so a class with little data falls back to
+the kind's pooled estimate; class tallies never enter :meth:`NoiseEstimate.pooled`. In the
+test (``class_loss`` / ``class_extra`` of :func:`log_bayes_factor`) losing the classes S of
+a mode has probability prod_{c in S} miss_c, and showing classes E the mode lacks prod_{c in
+E} false_c. Colour looks and every other action keep the kind-level rates: their tallies and
+tests are unchanged.
+
 What this gives, for a history of n >> 1 consistent samples (``alarm_delta`` 0.02,
 threshold ln 50): one contradiction alarms when eta <= 1/101 (log BF ~ ln((1 - eta) /
 (2 eta))), i.e. a deterministic world after ~100 consistent comparisons; with eta = 0.1 (10%
@@ -50,7 +64,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CLASS_MARK",
     "NoiseEstimate",
+    "class_key",
     "history_mode",
     "log_bayes_factor",
     "min_history_for_alarm",
@@ -58,6 +74,21 @@ __all__ = [
 ]
 
 _OTHER = object()  # the "some outcome not seen yet" mode
+
+#: separates a noise kind from its classes in a tally key: ``look:loss@cup+person``
+CLASS_MARK = "@"
+
+
+def class_key(kind: str, classes: Sequence[str] | frozenset[str] | set[str]) -> str:
+    """The tally key that counts toward ``kind`` and each of ``classes`` (sorted), or
+    ``kind`` itself when there are none: ``class_key("look:loss", {"person", "cup"})`` is
+    ``"look:loss@cup+person"``. A class name with ``@``, ``+`` or ``~`` is refused."""
+    names = sorted(set(classes))
+    for n in names:
+        if not n or CLASS_MARK in n or "+" in n or "~" in n:
+            raise ValueError(f"class name {n!r} cannot be a noise tally key (it must be "
+                             "non-empty, without '@', '+' or '~')")
+    return f"{kind}{CLASS_MARK}{'+'.join(names)}" if names else kind
 
 
 def _logsumexp(values: Sequence[float]) -> float:
@@ -83,6 +114,8 @@ def log_bayes_factor(
     loss_eta: float | None = None,
     objects: Callable[[str], frozenset[str] | set[str]] | None = None,
     pair_eta: Callable[[str, str], float | None] | None = None,
+    class_loss: Callable[[str], float] | None = None,
+    class_extra: Callable[[str], float] | None = None,
 ) -> float:
     """log P(data | drift before ``run``) - log P(data | no drift); see the module docstring.
 
@@ -93,6 +126,12 @@ def log_bayes_factor(
     ``loss_eta`` and any other mismatch ``eta``. With ``pair_eta(outcome, mode)`` a
     mismatch against a seen mode has the rate of its kind (None: ``eta``), e.g. a slip to
     a neighbour (common) apart from the same tile turning into a hole (never noise).
+    With ``class_loss(c)`` (class -> its miss rate; needs ``loss_eta`` and ``objects``) an
+    observation that only lacks the classes S of the mode has probability prod_{c in S}
+    class_loss(c) instead of ``loss_eta``, and a mode keeps all its classes with
+    probability 1 - eta - (1 - prod_{c in mode} (1 - class_loss(c))); with
+    ``class_extra(c)`` one that shows classes E the mode lacks has prod_{c in E}
+    class_extra(c) (times the lost classes' miss rates) instead of ``eta``.
     """
     for name, value in (("eta", eta), ("loss_eta", loss_eta)):
         if value is not None and not 0 < value < 0.5:
@@ -109,10 +148,27 @@ def log_bayes_factor(
     hit = math.log1p(-(eta + (loss_eta or 0.0))) if split else math.log1p(-eta)
     miss, loss = math.log(eta), math.log(loss_eta) if split else 0.0
     obj = {o: frozenset(objects(o)) for o in modes if isinstance(o, str)} if split else {}
+    per_class = split and class_loss is not None
+    miss_of: dict[str, float] = {}
+    hit_of: dict[object, float] = {}
+    if per_class:
+        assert class_loss is not None
+        miss_of = {c: min(0.45, max(1e-4, class_loss(c))) for v in obj.values() for c in v}
+        for t in modes:
+            keep = math.prod(1.0 - miss_of[c] for c in obj[t]) if isinstance(t, str) else 1.0
+            hit_of[t] = math.log(max(1e-3, keep - eta))
 
     def logp(o: str, t: object) -> float:
         if o == t:
-            return hit
+            return hit_of[t] if per_class else hit
+        if per_class and isinstance(t, str):
+            lost, extra = obj[t] - obj[o], obj[o] - obj[t]
+            if not extra and lost:
+                return sum(math.log(miss_of[c]) for c in lost)
+            if extra and class_extra is not None:
+                rate = math.prod(min(0.45, max(1e-4, class_extra(c))) for c in extra)
+                return math.log(max(1e-8, rate)) + sum(math.log(miss_of[c]) for c in lost)
+            return miss
         if split and isinstance(t, str) and obj[o] < obj[t]:
             return loss
         if pair_eta is not None and isinstance(t, str):
@@ -154,6 +210,11 @@ def run_length_for_alarm(eta: float, alarm_delta: float, history: int = 20,
     return None
 
 
+def _kind_key(key: str) -> bool:
+    """A kind's own tally: neither a relation's (``~``) nor a class's (``@``)."""
+    return "~" not in key and CLASS_MARK not in key
+
+
 @dataclass
 class NoiseEstimate:
     """Online observation-noise rate per action kind (see the module docstring).
@@ -171,7 +232,19 @@ class NoiseEstimate:
     counts: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, action: str, disagree: bool, n: int = 1) -> None:
-        """Count ``n`` comparisons (negative ``n`` removes them again, floored at 0)."""
+        """Count ``n`` comparisons (negative ``n`` removes them again, floored at 0).
+
+        A compound key ``kind@a+b`` (:func:`class_key`) counts toward ``kind`` and toward
+        each class's tally ``kind@a``, ``kind@b``."""
+        if CLASS_MARK in action:
+            kind, names = action.split(CLASS_MARK, 1)
+            self._add(kind, disagree, n)
+            for name in names.split("+"):
+                self._add(f"{kind}{CLASS_MARK}{name}", disagree, n)
+            return
+        self._add(action, disagree, n)
+
+    def _add(self, action: str, disagree: bool, n: int) -> None:
         c = self.counts.setdefault(action, [0, 0])
         c[0] = max(0, c[0] + n)
         if disagree:
@@ -184,9 +257,9 @@ class NoiseEstimate:
         c[1] = max(0, c[1] + n)
 
     def pooled(self) -> float:
-        """Rate over all actions, shrunk toward the prior."""
-        m = sum(c[0] for k, c in self.counts.items() if "~" not in k)
-        d = sum(c[1] for k, c in self.counts.items() if "~" not in k)
+        """Rate over all actions, shrunk toward the prior (class tallies left out)."""
+        m = sum(c[0] for k, c in self.counts.items() if _kind_key(k))
+        d = sum(c[1] for k, c in self.counts.items() if _kind_key(k))
         return (d + self.prior_rate * self.prior_weight) / (m + self.prior_weight)
 
     def relation_rate(self, action: str, relation: str) -> float:
@@ -194,7 +267,7 @@ class NoiseEstimate:
         toward that relation's rate over all actions (itself shrunk toward the prior);
         clipped to (1e-4, 0.45)."""
         tail = "~" + relation
-        total_m = sum(c[0] for k, c in self.counts.items() if "~" not in k)
+        total_m = sum(c[0] for k, c in self.counts.items() if _kind_key(k))
         total_d = sum(c[1] for k, c in self.counts.items() if k.endswith(tail))
         w = self.prior_weight
         pooled = (total_d + self.prior_rate * 4 * w) / (total_m + 4 * w)
@@ -207,6 +280,27 @@ class NoiseEstimate:
         m, d = self.counts.get(action, (0, 0))
         eta = (d + self.pooled() * self.prior_weight) / (m + self.prior_weight)
         return min(0.45, max(1e-4, eta))
+
+    def class_rate(self, kind: str, name: str, *, own_comparisons: bool = True) -> float:
+        """Class ``name``'s rate of noise ``kind``, shrunk toward the kind's :meth:`rate`
+        with the prior's weight (a class with little data has its kind's rate); clipped to
+        (1e-4, 0.45). ``own_comparisons``: the class's comparisons are its own tally's
+        (a miss: looks whose mode showed the class); False: the kind's (a false class:
+        every look of the kind could have shown it)."""
+        base = self.rate(kind)
+        m, d = self.counts.get(f"{kind}{CLASS_MARK}{name}", (0, 0))
+        if not own_comparisons:
+            m = max(d, self.counts.get(kind, (0, 0))[0])
+        eta = (d + base * self.prior_weight) / (m + self.prior_weight)
+        return min(0.45, max(1e-4, eta))
+
+    def class_rates(self, kind: str) -> dict[str, float]:
+        """Every class with a tally of ``kind``, with its :meth:`class_rate` (``:other``
+        kinds over the kind's comparisons)."""
+        head = kind + CLASS_MARK
+        own = not kind.endswith(":other")
+        return {k[len(head):]: round(self.class_rate(kind, k[len(head):], own_comparisons=own),
+                                     4) for k in sorted(self.counts) if k.startswith(head)}
 
     def to_json(self) -> dict[str, list[int]]:
         """Plain dict for the store's state table."""

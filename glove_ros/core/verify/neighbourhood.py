@@ -14,9 +14,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from glove_ros.core.memory.experience import Transition
-from glove_ros.core.memory.looks import is_look_signature, look_names
+from glove_ros.core.memory.looks import is_look_signature, look_kind, look_names
 from glove_ros.core.verify.bookkeeping import _NOISE, _NOISE_EVERY, VerifierState
-from glove_ros.core.verify.detection import history_mode
+from glove_ros.core.verify.detection import class_key, history_mode
 
 __all__ = ["OutcomeStatistics"]
 
@@ -152,8 +152,11 @@ class OutcomeStatistics(VerifierState):
         """The noise tallies an agreeing observation of ``action`` counts toward (a loss
         tally only where the remembered outcome shows an object that could be missed)."""
         if action == self.config.object_action:
-            if any(_objects(o) for o in history_mode(counts)):
-                return (f"{action}:loss", f"{action}:other")
+            modes = history_mode(counts)
+            if any(_objects(o) for o in modes):
+                # objects= looks: each class the mode shows is a class that could be missed
+                shown = {c for o in modes if look_kind(o) == "objects" for c in _objects(o)}
+                return (class_key(f"{action}:loss", shown), f"{action}:other")
             return (f"{action}:other",)
         return (action,)
 
@@ -165,5 +168,30 @@ class OutcomeStatistics(VerifierState):
         if action != self.config.object_action:
             return action
         now = _objects(outcome)
-        loss = any(now < _objects(o) for o in history_mode(counts))
-        return f"{action}:loss" if loss else f"{action}:other"
+        modes = history_mode(counts)
+        loss = any(now < _objects(o) for o in modes)
+        if look_kind(outcome) != "objects":
+            return f"{action}:loss" if loss else f"{action}:other"
+        # objects= looks: the classes lost (a loss) or shown that no mode shows (other)
+        if loss:
+            return class_key(f"{action}:loss", {c for o in modes if now < _objects(o)
+                                                for c in _objects(o) - now})
+        return class_key(f"{action}:other", now - {c for o in modes for c in _objects(o)})
+
+    def _class_noise(self, action: str, counts: Mapping[str, int],
+                     run: Sequence[str]) -> dict[str, Callable[[str], float]]:
+        """Per-class miss and false-class rates for the bayes test of an ``objects=`` look
+        (``class_loss`` / ``class_extra`` of :func:`~.detection.log_bayes_factor`); empty
+        for colour looks and every other action, which keep the kind-level rates."""
+        if action != self.config.object_action or not all(
+                look_kind(o) == "objects" for o in [*counts, *run]):
+            return {}
+        noise, floor = self._noise, self.config.min_miss_rate
+
+        def loss(name: str) -> float:
+            return max(noise.class_rate(f"{action}:loss", name), floor)
+
+        def extra(name: str) -> float:
+            return noise.class_rate(f"{action}:other", name, own_comparisons=False)
+
+        return {"class_loss": loss, "class_extra": extra}

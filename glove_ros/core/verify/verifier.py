@@ -307,9 +307,9 @@ class GloveVerifier(Realigner, DeadlockBreaker):
                         eta = self._noise.rate(f"{t.action}:other")
                         # a sensor can always miss an object: never surer than min_miss_rate
                         loss = max(self._noise.rate(f"{t.action}:loss"), cfg.min_miss_rate)
-                        lbf = log_bayes_factor(counts, run, eta, loss_eta=loss,
-                                               objects=_objects)
-                        if self._noise_key(t.action, t.outcome, counts).endswith(":loss"):
+                        lbf = log_bayes_factor(counts, run, eta, loss_eta=loss, objects=_objects,
+                                               **self._class_noise(t.action, counts, run))
+                        if ":loss" in self._noise_key(t.action, t.outcome, counts):
                             eta = loss
                     else:
                         eta = self._noise.rate(t.action)

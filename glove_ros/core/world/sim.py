@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 
 from glove_ros.core.memory.looks import look_signature
-from glove_ros.core.world.photos import object_photo, paint_photo, require_photos
+from glove_ros.core.world.photos import object_photo, require_photos
+from glove_ros.core.world.scene import scene_frame
 from glove_ros.core.world.worldevents import (
     BlockEdge,
     DetectionDropout,
@@ -834,6 +835,7 @@ class Simulator:
         cx, cy = width / 2, height / 2
 
         dropout = self.state.take_dropout_frame()
+        scene = scene_frame(self.world.scene, self.seed, index, noise_key)  # world's scene:
         objects: list[tuple[float, str, str, str, str, Any, float, float, float]] = []
         missed: list[str] = []
         if wp is not None:
@@ -854,11 +856,11 @@ class Simulator:
                                     o.size * 0.8))
         painted = []
         for X, oid, kind, color, obj, bgr, Y, size, tall in sorted(objects, reverse=True):
-            box = (paint_photo(img, object_photo(obj), X, Y, size, fx, cx, cy, cam.height) if obj
+            box = (scene.paint(img, object_photo(obj), X, Y, size, fx, cx, cy, cam.height) if obj
                    else _draw_box(cv2, img, X, Y, size, tall, bgr, fx, cx, cy, cam.height))
             if box is not None:
                 painted.append(RenderedObject(oid, kind, color, *box, object=obj))
-
+        scene.finish(img)
         gain = rng.uniform(0.9, 1.08) * (0.3 if dropout else 1.0)
         img *= gain
         if cam.noise_sigma > 0:

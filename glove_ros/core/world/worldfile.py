@@ -58,6 +58,9 @@ Schema (all lengths in metres, angles in radians, times in simulated seconds)::
                                    # elsewhere = moved"; absent: a colour world infers the
                                    # colours of one block each, an object world declares none
                                    # (a person or a cat is not a fixture)
+    scene: {scale: [0.5, 0.9], blur: [0, 1.5]}   # optional, object worlds: each frame's
+                                   # photos smaller, off place, cut or covered, the frame
+                                   # darker, blurred, noisier (glove_ros/core/world/scene.py)
 
     events:                        # optional; each has exactly one trigger:
                                    #   episode: N  (applied when episode N begins)
@@ -108,6 +111,7 @@ import yaml
 
 from glove_ros.core.world.labels import COCO_CLASSES, canonical_label
 from glove_ros.core.world.photos import OBJECT_PHOTOS
+from glove_ros.core.world.scene import Scene, parse_scene
 from glove_ros.core.world.worldevents import (
     BlockEdge,
     DetectionDropout,
@@ -196,6 +200,7 @@ class World:
     description: str = ""
     seed: int = 0
     unique_objects: tuple[str, ...] | None = None  # declared; None: see unique_names()
+    scene: Scene | None = None  # how frames vary (glove_ros/core/world/scene.py); None: plain
     source: str = field(default="", compare=False)  # file it was loaded from, if any
 
     # ------------------------------------------------------------------ construction
@@ -210,7 +215,8 @@ class World:
         where = f"world {source}" if source else "world"
         c = _Ctx(data, where)
         c.check_keys({"name", "description", "seed", "dock", "start", "robot", "camera",
-                      "waypoints", "edges", "walls", "blocks", "events", "unique_objects"})
+                      "waypoints", "edges", "walls", "blocks", "events", "unique_objects",
+                      "scene"})
         name = c.str("name")
 
         robot = RobotSpec()
@@ -309,6 +315,7 @@ class World:
             description=c.str("description", ""),
             seed=c.int("seed", 0),
             unique_objects=_unique_objects(data, where),
+            scene=parse_scene(data.get("scene"), where),
             source=source,
         )
         if validate:
@@ -339,6 +346,8 @@ class World:
         d["events"] = [e.to_dict() for e in self.events]
         if self.unique_objects is not None:
             d["unique_objects"] = list(self.unique_objects)
+        if self.scene is not None:
+            d["scene"] = self.scene.to_dict()
         return d
 
     # ------------------------------------------------------------------ validation
