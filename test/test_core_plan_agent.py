@@ -544,3 +544,22 @@ def test_a_detour_arrives_but_remembers_nothing_about_the_corridor(tmp_path):
     assert agent.current == "hall" and agent.report.navigations == 1
     assert agent.next_action() == Look("hall")  # it stands there: it looks
     store.close()
+
+
+def test_an_object_search_names_the_object_not_a_block(tmp_path):
+    """Issue 27: a failed or successful object search speaks of "the cup", never "cup block";
+    colour searches keep "red block"."""
+    store = ExperienceStore(str(tmp_path / "m.db"))
+    agent = TaskAgent(WorldMap.from_world(load_world("small")), GreedyPlanner(),
+                      StoreMemoryView(store))
+    agent.start(Task("cup", id="t1"))
+    everywhere = {w: ["objects=person"] for w in ("dock", "hall", "room_a", "room_b")}
+    fin, _ = _drive_scripted(agent, everywhere)
+    assert not fin.success and fin.reason.endswith("no cup") and "block" not in fin.reason
+    agent.start(Task("cup", id="t2"), at_waypoint="dock")
+    fin, _ = _drive_scripted(agent, {**everywhere, "room_a": ["objects=cup,person"]})
+    assert fin.success and "found the cup at room_a" in fin.reason
+    agent.start(Task("red", id="t3"), at_waypoint="dock")
+    fin, _ = _drive_scripted(agent, {w: ["colors=blue"] for w in everywhere})
+    assert not fin.success and fin.reason.endswith("no red block")
+    store.close()

@@ -234,6 +234,7 @@ class TaskAgent:
         self.reports: list[TaskReport] = []
         self._pending: AgentAction | None = None
         self._finish: Finish | None = None
+        self._look_kind = ""  # "colors" / "objects": the kind of the last look
         self._need_look = False
         self._goal: str | None = None
         self._goal_reason = ""
@@ -427,7 +428,7 @@ class TaskAgent:
                         f"{len(self._unchecked())} unchecked waypoint(s) (remembered blocked "
                         "corridors)")
                 return ctx, self._end(False, "searched every reachable waypoint; no "
-                                      f"{self.task.color} block")
+                                      f"{self._target_noun()}")
         decision = self._decide(ctx)
         detour = self._detour_negatives(ctx, decision.goal)
         if detour:
@@ -520,6 +521,14 @@ class TaskAgent:
                           episode_id=self.task.id, pose=pose,
                           context=f"find {self.task.color}", reward=reward)
 
+    def _target_noun(self) -> str:
+        """"red block" for a colour, "cup" for an object class (the kind of the looks seen
+        so far; a colour block until the first look)."""
+        assert self.task is not None
+        if self._look_kind == "objects":
+            return self.task.color
+        return f"{self.task.color} block"
+
     def on_look(self, signature: str) -> list[Transition]:
         """Report what the look saw (an outcome signature); returns the look transition.
 
@@ -529,6 +538,7 @@ class TaskAgent:
         if not isinstance(self._pending, Look):
             raise RuntimeError(f"no look awaited (awaiting {self._pending!r})")
         seen = colors_of(signature)
+        self._look_kind = look_kind(signature)  # what perception reports, kept across tasks
         assert self.task is not None and self.report is not None and self.current is not None
         found = self.task.color in seen
         t = self._transition(self.current, ACTION_LOOK, signature,
@@ -539,9 +549,7 @@ class TaskAgent:
         self.report.looks += 1
         if found:
             self.report.found_at = self.current
-            what = self.task.color if look_kind(signature) == "objects" else \
-                f"{self.task.color} block"
-            self._end(True, f"found the {what} at {self.current}")
+            self._end(True, f"found the {self._target_noun()} at {self.current}")
         return [t]
 
     def on_navigation(self, outcome: str, at_waypoint: str | None = None,
