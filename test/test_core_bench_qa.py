@@ -17,13 +17,12 @@ from glove_ros.core.plan import qa
 def _first_choice(messages, schema):
     """A model that always takes the first allowed value and cites the first fact."""
     p = schema["properties"]
-    v = p["value"]
+    v = p["v"]
     if v.get("type") == "array":
         value = v["items"].get("enum", [])[:1]
     else:
         value = v["enum"][0]
-    return {"value": value, "stale": False, "cited": p["cited"]["items"]["enum"][:1],
-            "answer": "scripted"}
+    return {"v": value, "c": p["c"]["items"]["enum"][:1]}
 
 
 def test_worlds_use_fresh_names_and_ask_answerable_questions():
@@ -60,6 +59,16 @@ def test_quick_run_keys_every_arm_and_separates_glove_from_static():
     assert doc["targets"]["citations_real"]["met"]
     assert doc["dev_seeds"] == [0] and doc["report_seeds"] == [1000]
     assert doc["prompt_sha256"] == qa.PROMPT_SHA256
+    # llama.cpp's own counters are reported per answer (zeros for a scripted model)
+    assert {"prompt_eval_tokens", "prompt_eval_s", "gen_s"} <= set(doc["rows"][0])
+    assert "ms_per_output_token" in llm_arm and "prompt_eval_tokens_per_answer" in llm_arm
+
+
+def test_report_seeds_are_fresh_and_disjoint_from_development():
+    # 1000-1002 were run as report seeds once, then the prompt changed: development now
+    assert {0, 1, 2, 1000, 1001, 1002} <= set(bench.DEV_SEEDS)
+    assert not set(bench.REPORT_SEEDS) & set(bench.DEV_SEEDS)
+    assert bench.REPORT_SEEDS == (1003, 1004, 1005)
 
 
 def test_overlapping_seeds_are_refused():

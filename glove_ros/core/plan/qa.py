@@ -21,13 +21,17 @@ Three separately testable pieces:
    contradicted at T"). Only facts that bear on the question are kept, current ones first.
 2. :class:`TemplateAnswerer` answers from the facts by rule (the baseline and the fallback).
 3. :class:`LlmAnswerer` asks a :class:`~glove_ros.core.llm.runtime.JsonLlm` for
-   ``{value, cited, stale, answer}`` under a JSON-schema grammar: ``value`` from the
-   question's allowed values (:func:`value_choices`: where a current fact answers, history is
-   no candidate), ``cited`` from an enum of the retrieved fact ids. A reply that fails the
-   schema, cites an id that was not retrieved, names a value outside the choices, or claims
-   staleness without citing an OLD fact (or cites one without claiming it) is rejected and
-   the template answers instead (``error`` says why). The prompt is
-   :mod:`glove_ros.core.plan.qa_prompt`.
+   ``{"v": value, "c": [fact numbers]}`` under a JSON-schema grammar (short keys: the reply
+   is about 11 tokens). The LLM decides the value (from :func:`value_choices`: where a
+   current fact answers, neither history nor ``unknown`` is a candidate) and which facts it
+   rests on (numbers 1..n of the retrieved facts, mapped back to entry ids). The rules decide
+   the rest: the contradicted history is cited and the answer stated stale when verified
+   memory holds OLD facts about the question (:func:`is_stale`), and the sentence is built
+   from the value and citations (:func:`_say`). A reply that fails the schema, times out, or
+   names a value or fact not offered is rejected and the template answers instead
+   (``error`` says why). The rules and examples, :mod:`glove_ros.core.plan.qa_prompt`, are
+   the same for every question (a prefix llama.cpp evaluates once); the question's facts
+   come last (:func:`question_text`).
 
 Both return a :class:`QaAnswer`: text, machine-readable value, cited ids, stale flag, source
 (``llm`` / ``template``), latency and tokens. Objects are what looks record: colours in
@@ -39,7 +43,6 @@ kettle").
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +54,8 @@ from glove_ros.core.plan.qa_prompt import EXAMPLES, PROMPT_SHA256, SYSTEM_PROMPT
 
 __all__ = ["KINDS", "Question", "Fact", "Retrieved", "QaAnswer", "Answerer", "retrieve",
            "TemplateAnswerer", "LlmAnswerer", "answer_schema", "answer_messages",
-           "value_choices", "corridor_label", "answer", "PROMPT_SHA256", "SYSTEM_PROMPT"]
+           "value_choices", "question_text", "is_stale", "corridor_label", "answer",
+           "PROMPT_SHA256", "SYSTEM_PROMPT"]
 
 KINDS = ("where", "when", "still_at", "what_at", "changes", "corridors", "how_sure")
 _OBJECT_KINDS = ("where", "when", "still_at", "how_sure")
@@ -127,24 +131,26 @@ class Fact:
         """The corridor label (navigate_to facts)."""
         return corridor_label(self.place, self.other)
 
-    def line(self, now: float, label: Mapping[str, str], obj: str = "") -> str:
-        """The fact as the model reads it; ``obj``: the object asked about (a look that did
-        not see it says so)."""
+    def line(self, now: float, label: Mapping[str, str], obj: str = "",
+             num: int | None = None) -> str:
+        """The fact as the model reads it, numbered ``num`` (default: its entry id);
+        ``obj``: the object asked about (a current look that did not see it says so; history
+        does not, so that "no X" is only ever said of the present)."""
         if self.action == _LOOK:
             what = ", ".join(label.get(o, o) for o in self.objects) or "nothing"
-            if obj and obj not in self.objects:
-                what += f" (no {label.get(obj, obj)})"
-            head = f"{self.place} {'has' if self.belief else 'had'}: {what}"
+            if obj and obj not in self.objects and self.belief:
+                what += f", no {label.get(obj, obj)}"
+            head = f"{self.place}{':' if self.belief else ' had:'} {what}"
         else:
             head = f"corridor {self.corridor} {'is' if self.belief else 'was'} {self.state}"
+        n = self.ref if num is None else num
         age = age_text(now - self.seen)
         if self.minority:
-            return f"#{self.ref} ALSO {head} [{age}; only {self.support}/{self.of}]"
+            return f"#{n} ALSO {head} ({age}; only {self.support}/{self.of} looks)"
         if self.current:
-            return f"#{self.ref} NOW {head} [{age}; {self.support}/{self.of}]"
-        why = re.split(r"[:;(]", self.reason, maxsplit=1)[0].strip() or "newer observations"
-        return (f"#{self.ref} OLD {head} [{age}; contradicted "
-                f"{age_text(now - (self.stale_at or now))}: {why}]")
+            return f"#{n} NOW {head} ({age}; {self.support}/{self.of} looks)"
+        return (f"#{n} OLD {head} ({age}; no longer true since "
+                f"{age_text(now - (self.stale_at or now))})")
 
 
 @dataclass(frozen=True)
@@ -165,10 +171,17 @@ class Retrieved:
         """What a person calls ``obj``."""
         return self.labels.get(obj, obj)
 
-    def text(self) -> str:
-        """The fact list, one line each."""
-        return "\n".join(f.line(self.now, self.labels, self.question.obj)
-                         for f in self.facts) or "(no memory)"
+    @property
+    def stale_ids(self) -> frozenset[int]:
+        """Ids of the contradicted (OLD) facts."""
+        return frozenset(f.ref for f in self.facts if not f.current)
+
+    def text(self, numbered: bool = False) -> str:
+        """The fact list, one line each; ``numbered``: facts named 1..n (what the model
+        cites) instead of by entry id."""
+        return "\n".join(f.line(self.now, self.labels, self.question.obj,
+                                i + 1 if numbered else None)
+                         for i, f in enumerate(self.facts)) or "(no memory)"
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,9 @@ class QaAnswer:
     tokens: int = 0
     prompt_tokens: int = 0
     error: str | None = None
+    prompt_eval_tokens: int = 0
+    prompt_eval_s: float = 0.0
+    gen_s: float = 0.0
 
 
 class Answerer(Protocol):
@@ -304,8 +320,9 @@ def retrieve(question: Question, entries: Iterable[Any], now: float, *,
         for (action, _p, _o), fs in keyed.items():
             if action == _LOOK and any(q.obj in f.objects for f in fs):
                 picked += flips(fs, seen=True)
-    elif q.kind == "still_at":
-        picked = flips(keyed.get((_LOOK, q.place, ""), []))
+    elif q.kind == "still_at":  # the belief and its history; a minority (often a missed
+        # detection) does not change the answer and misled the model into "no"
+        picked = [f for f in flips(keyed.get((_LOOK, q.place, ""), [])) if not f.minority]
     elif q.kind == "what_at":
         picked = list(keyed.get((_LOOK, q.place, ""), []))
     elif q.kind == "corridors":
@@ -477,70 +494,143 @@ class TemplateAnswerer:
 # the LLM answerer
 
 
+def _sees(r: Retrieved) -> list[Fact]:
+    """Facts that saw the asked-about object: current beliefs, else any."""
+    obj = r.question.obj
+    return [f for f in r.facts if f.belief and _says(f, obj)] or [
+        f for f in r.facts if _says(f, obj)]
+
+
 def value_choices(r: Retrieved) -> dict[str, str]:
     """Allowed values shown to the model -> the canonical value they stand for. Where a
-    current fact answers, contradicted history is no candidate for what is true now."""
+    current fact answers, neither contradicted history nor ``unknown`` (``none``) is a
+    candidate for what is true now."""
     q = r.question
+    has_belief = any(f.belief for f in r.facts)
     if q.kind in ("where", "when"):
-        seen = [f for f in r.facts if f.belief and _says(f, q.obj)] or [
-            f for f in r.facts if _says(f, q.obj)]
+        seen = _sees(r)
         out = {(f.place if q.kind == "where" else age_text(r.now - f.seen)): "" for f in seen}
+        known = any(f.belief for f in seen)
     elif q.kind == "still_at":
-        out = {"yes": "", "no": ""}
+        out, known = {"yes": "", "no": ""}, has_belief
     elif q.kind == "how_sure":
-        out = {v: "" for v in ("high", "medium", "low", "none")}
+        known = bool(_sees(r))
+        out = {v: "" for v in ("high", "medium", "low")} if known else {"none": ""}
     elif q.kind == "what_at":
         return {r.label(o): o for f in r.facts if f.current for o in f.objects}
     elif q.kind == "changes":
-        out = {(f.place if f.action == _LOOK else f.corridor): "" for f in r.facts
-               if not f.current}
+        return {k: k for k in sorted({f.place if f.action == _LOOK else f.corridor
+                                      for f in r.facts if not f.current})}
     else:
-        out = {f.corridor: "" for f in r.facts if f.current}
-    if q.kind not in _LIST_KINDS:
+        return {k: k for k in sorted({f.corridor for f in r.facts if f.current})}
+    if not known:
         out[UNKNOWN] = ""
     return {k: k for k in out}
 
 
 def answer_schema(r: Retrieved) -> dict[str, Any]:
-    """The reply's JSON schema: value from :func:`value_choices`, cited from the fact ids."""
+    """The reply's JSON schema, short keys to keep the reply short: ``v`` (the value, from
+    :func:`value_choices`; a list for what_at / changes / corridors) and ``c`` (the numbers
+    1..n of the facts the answer rests on, as :meth:`Retrieved.text` numbers them)."""
     choices = sorted(value_choices(r))
     value: dict[str, Any] = {"enum": choices}
     if r.question.kind in _LIST_KINDS:
         value = ({"type": "array", "items": value, "maxItems": len(choices)} if choices
                  else {"type": "array", "items": {"type": "string"}, "maxItems": 0})
+    n = len(r.facts)
     return {"type": "object", "properties": {
-        "value": value,
-        "cited": {"type": "array", "items": {"enum": list(r.ids)}, "minItems": 1,
-                  "maxItems": min(4, len(r.ids))},
-        "stale": {"type": "boolean"},
-        "answer": {"type": "string", "minLength": 1, "maxLength": 72}},
-        "required": ["value", "cited", "stale", "answer"], "additionalProperties": False}
+        "v": value,
+        "c": {"type": "array", "items": {"enum": list(range(1, n + 1))}, "minItems": 1,
+              "maxItems": min(3, n)}},
+        "required": ["v", "c"], "additionalProperties": False}
 
 
-def answer_messages(r: Retrieved) -> list[dict[str, str]]:
-    """System rules and examples first (a reused prefix), then this question's facts."""
+def question_text(r: Retrieved) -> str:
+    """The per-question part of the prompt (after the fixed rules and examples): facts,
+    question, choices."""
     q = r.question
     words = q.text or f"{q.kind} {r.label(q.obj) if q.obj else ''} {q.place}".strip()
     shown = ", ".join(sorted(value_choices(r)))
     if q.kind in _LIST_KINDS:
-        shown = f"a list of: {shown or '(none)'} (empty list = nothing)"
+        shown = f"list of {shown or '(none)'}; [] = nothing"
+    return f"{r.text(numbered=True)}\nQ: {words}\nChoices: {shown}"
+
+
+def answer_messages(r: Retrieved) -> list[dict[str, str]]:
+    """System rules and examples first, identical for every question (llama.cpp reuses
+    their KV cache), then this question's facts (:func:`question_text`)."""
     msgs = [{"role": "system", "content": SYSTEM_PROMPT}]
     for user, reply in EXAMPLES:
         msgs += [{"role": "user", "content": user},
-                 {"role": "assistant", "content": json.dumps(reply)}]
-    old = ", ".join(f"#{f.ref}" for f in r.facts if not f.current) or "none"
-    msgs.append({"role": "user", "content": f"FACTS:\n{r.text()}\nQUESTION ({q.kind}): "
-                                            f"{words}\nAllowed values: {shown}\n"
-                                            f"OLD facts: {old}"})
+                 {"role": "assistant", "content": json.dumps(reply, separators=(",", ":"))}]
+    msgs.append({"role": "user", "content": question_text(r)})
     return msgs
 
 
+def is_stale(r: Retrieved) -> bool:
+    """The rule that states staleness: verified memory holds contradicted history (OLD
+    facts) about what the question asks, which retrieval kept only where it bears on the
+    answer (the object seen elsewhere before, the place's or corridor's earlier state). The
+    model does not decide this; over never-verified memory there is no history, so an answer
+    is never stale there."""
+    return bool(r.stale_ids)
+
+
+def _cite(r: Retrieved, picked: Sequence[int]) -> tuple[int, ...]:
+    """The model's citations, then the contradicted history the answer states (at most 4)."""
+    out = list(dict.fromkeys(picked))
+    out += [f.ref for f in r.facts if not f.current and f.ref not in out]
+    return tuple(out[:max(4, len(picked))])
+
+
+def _say(r: Retrieved, value: str, cited: Sequence[int], stale: bool) -> str:
+    """The sentence for an LLM answer: its value and citations in words."""
+    q = r.question
+    name = r.label(q.obj)
+    by = {f.ref: f for f in r.facts}
+    facts = [by[i] for i in cited]
+    cur = next((f for f in facts if f.current), None)
+    old = next((f for f in facts if not f.current), None)
+    tag = f" (#{cur.ref})" if cur else ""
+    if value in (UNKNOWN, "none"):
+        text = f"I do not know{f' where the {name} is' if q.obj else ''}."
+    elif q.kind in ("where", "when"):
+        at = [f for f in r.facts if _says(f, q.obj) and value == (
+            f.place if q.kind == "where" else age_text(r.now - f.seen))]
+        f = next((f for f in at if f.belief), None) or (at or _sees(r))[0]
+        text = f"I last saw the {name} at {f.place} {age_text(r.now - f.seen)} (#{f.ref})."
+    elif q.kind == "still_at":
+        text = f"{value.capitalize()}, the {name} is{'' if value == 'yes' else ' not'} at " \
+               f"{q.place}{tag}."
+    elif q.kind == "how_sure":
+        text = f"{value.capitalize()} confidence about the {name}{tag}."
+    elif q.kind == "what_at":
+        items = ", ".join(r.label(o) for o in value.split(",")) if value != NOTHING \
+            else "nothing"
+        text = f"At {q.place}: {items}{tag}."
+    elif q.kind == "changes":
+        text = "Nothing changed that I know of." if value == NOTHING else \
+            f"Changed: {value.replace(',', ', ')}."
+    else:
+        text = "No corridor I know of is closed." if value == NOTHING else \
+            f"Closed: {value.replace(',', ', ')}{tag}."
+    if stale and old is not None and q.kind != "changes":
+        where = old.place if old.action == _LOOK else f"corridor {old.corridor}"
+        text += (f" Earlier memory of {where} (#{old.ref}) is no longer true "
+                 f"(contradicted {age_text(r.now - (old.stale_at or r.now))}).")
+    elif stale and q.kind != "changes":
+        text += " Earlier memory about it was contradicted since."
+    return text
+
+
 class LlmAnswerer:
-    """The LLM writes the answer under the grammar of :func:`answer_schema`; the template
-    answers when there is nothing to cite or the reply is unusable."""
+    """The LLM picks the value and the facts it rests on under the grammar of
+    :func:`answer_schema`; the rules add the contradicted history to the citations
+    (:func:`_cite`), state staleness (:func:`is_stale`) and word the answer (:func:`_say`).
+    The template answers when there is nothing to cite or the reply is unusable."""
 
     def __init__(self, llm: Any, *, fallback: TemplateAnswerer | None = None,
-                 max_tokens: int = 128) -> None:
+                 max_tokens: int = 48) -> None:
         if max_tokens < 16:
             raise ValueError(f"max_tokens must be >= 16, got {max_tokens}")
         self.llm = llm
@@ -557,34 +647,36 @@ class LlmAnswerer:
             return self._fall(r, res.error or "no reply", res)
         d = res.data
         choices = value_choices(r)
-        ids = set(r.ids)
-        cited = tuple(dict.fromkeys(int(i) for i in d.get("cited", [])
-                                    if isinstance(i, int) and not isinstance(i, bool)))
-        bad = [i for i in cited if i not in ids]
-        raw = d.get("value")
+        nums = [i for i in d.get("c", []) if isinstance(i, int) and not isinstance(i, bool)]
+        bad = [i for i in nums if not 1 <= i <= len(r.facts)]
+        if bad or not nums:
+            return self._fall(r, f"cited facts not retrieved: {bad or 'none'}", res)
+        cited = _cite(r, [r.facts[i - 1].ref for i in nums])
+        raw = d.get("v")
         items = raw if isinstance(raw, list) else [raw]
-        if bad or not cited:
-            return self._fall(r, f"cited ids not retrieved: {bad or 'none'}", res)
         if any(not isinstance(v, str) or v not in choices for v in items):
             return self._fall(r, f"value {raw!r} not among the allowed values", res)
-        text = str(d.get("answer", "")).strip()
-        if not text or not isinstance(d.get("stale"), bool):
-            return self._fall(r, "empty answer or stale flag missing", res)
-        old = {f.ref for f in r.facts if not f.current}
-        if d["stale"] != bool(old & set(cited)):  # a stale claim must cite what went stale
-            return self._fall(r, f"stale={d['stale']} but cites {'no ' if d['stale'] else ''}"
-                                 "OLD fact", res)
         value = (_join(choices[v] for v in items) if r.question.kind in _LIST_KINDS
                  else choices[items[0]])
-        return QaAnswer(r.question, text, value, cited, d["stale"], "llm", res.elapsed_s,
-                        res.tokens, res.prompt_tokens)
+        stale = is_stale(r)
+        return QaAnswer(r.question, _say(r, value, cited, stale), value, cited, stale, "llm",
+                        res.elapsed_s, res.tokens, res.prompt_tokens, None,
+                        *_evals(res))
 
     def _fall(self, r: Retrieved, why: str, res: Any) -> QaAnswer:
         a = self.fallback.answer(r)
         return QaAnswer(a.question, a.text, a.value, a.cited, a.stale, "template",
                         float(getattr(res, "elapsed_s", 0.0)) + a.latency_s,
                         int(getattr(res, "tokens", 0)), int(getattr(res, "prompt_tokens", 0)),
-                        why)
+                        why, *_evals(res))
+
+
+def _evals(res: Any) -> tuple[int, float, float]:
+    """llama.cpp's own counters of a result: prompt tokens evaluated (the rest came from the
+    reused prefix), their seconds, generation seconds."""
+    return (int(getattr(res, "prompt_eval_tokens", 0) or 0),
+            float(getattr(res, "prompt_eval_s", 0.0) or 0.0),
+            float(getattr(res, "gen_s", 0.0) or 0.0))
 
 
 def answer(question: Question, entries: Sequence[Any], now: float, answerer: Answerer, *,
