@@ -11,7 +11,6 @@ from glove_ros.core.memory.looks import (
     look_names,
     look_signature,
 )
-from glove_ros.core.plan.agent_types import colors_of
 from glove_ros.core.verify.neighbourhood import _objects
 
 
@@ -35,7 +34,7 @@ def test_every_reader_sees_the_names_of_both_kinds():
     for sig, names in (("colors=blue,red", {"blue", "red"}),
                        ("objects=cup,person*2", {"cup", "person"})):
         assert look_kind(sig) in ("colors", "objects") and is_look_signature(sig)
-        assert colors_of(sig) == names  # the planner's "was it there?"
+        assert look_names(sig) == names  # the planner's "was it there?"
         assert _objects(sig) == names  # the verifier's object-level evidence
 
 

@@ -31,7 +31,7 @@ from glove_ros.core.plan.agent_types import (
     NavigateTo,
     Task,
     WorldMap,
-    colors_of,
+    look_names,
 )
 from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.verifier import GloveVerifier
@@ -136,10 +136,10 @@ def test_world_map_knows_corridors_not_blockages_nor_blocks():
 
 
 def test_colors_of_parses_signatures_and_rejects_other_text():
-    assert colors_of("colors=blue,red") == {"blue", "red"}
-    assert colors_of("colors=") == frozenset()
+    assert look_names("colors=blue,red") == {"blue", "red"}
+    assert look_names("colors=") == frozenset()
     with pytest.raises(ValueError):
-        colors_of("reached")
+        look_names("reached")
 
 
 # ---------------------------------------------------------------------------- step API

@@ -11,8 +11,8 @@ from glove_ros.core.world.observation import (
     Frame,
     LookAggregator,
     LookConfig,
-    colors_of,
     judge_frames,
+    look_names,
     signature,
 )
 from glove_ros.core.world.perception import Detection, outcome_signature
@@ -32,8 +32,8 @@ def _feed(agg, frames):
 def test_vocabulary_matches_agent_and_perception():
     assert LOOK_ACTION == ACTION_LOOK
     dets = [Detection("block", "red", 0, 0, 5, 5, 0.9), Detection("block", "blue", 9, 0, 5, 5, 0.2)]
-    assert signature(colors_of(dets)) == outcome_signature(dets) == "colors=blue,red"
-    assert signature(colors_of(dets, min_confidence=0.5)) == "colors=red"
+    assert signature(look_names(dets)) == outcome_signature(dets) == "colors=blue,red"
+    assert signature(look_names(dets, min_confidence=0.5)) == "colors=red"
     assert signature([]) == "colors="
 
 
@@ -235,12 +235,12 @@ def test_backend_kinds_cover_every_perception_backend_and_refuse_others():
 
 def test_colour_looks_are_unchanged_by_counts():
     """Two red blocks in a frame are still 'colors=red'; a colour frame built from detections
-    has exactly the colours colors_of gives (a colourless label counts by its label)."""
+    has exactly the colours look_names gives (a colourless label counts by its label)."""
     dets = [Detection("block", "red", 0, 0, 5, 5, 0.9), Detection("block", "red", 9, 0, 5, 5, 0.9),
             Detection("block", "blue", 20, 0, 5, 5, 0.2), Detection("cup", "", 30, 0, 5, 5, 0.9)]
     for conf in (0.0, 0.5):
         frame = Frame.from_detections("room_a", dets, min_confidence=conf, kind="colors")
-        assert frame.colors == colors_of(dets, conf) and frame.kind == "colors"
+        assert frame.colors == look_names(dets, conf) and frame.kind == "colors"
     frame = Frame.from_detections("room_a", dets[:2], 1.0)
     assert (frame.kind, dict(frame.counts)) == ("colors", {"red": 2})
     looks = _feed(LookAggregator(), [frame] * 3)

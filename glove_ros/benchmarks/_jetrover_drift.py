@@ -19,7 +19,6 @@ from glove_ros.core.plan.agent_types import (
     ACTION_NAVIGATE,
     OUTCOME_BLOCKED,
     OUTCOME_REACHED,
-    colors_of,
 )
 from glove_ros.core.world.worldfile import edge_key
 
@@ -110,7 +109,7 @@ class DriftTracker:
                                                                action=ACTION_LOOK)]
             if not outs:
                 return True
-            seen = [colors_of(o) for o in outs]
+            seen = [look_names(o) for o in outs]
             believed = {c for c in set().union(*seen)
                         if sum(c in x for x in seen) / len(seen) >= cfg.belief_threshold}
             return believed == set(look_names(state.expected_signature(place[1])))

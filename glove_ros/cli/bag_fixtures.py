@@ -20,7 +20,7 @@ from typing import Any
 from glove_ros.core.bag.bagfile import NS, BagWriter
 from glove_ros.core.bag.messages import detections_obj, image_obj, string_obj, transition_obj
 from glove_ros.core.bag.typestore import make_typestore
-from glove_ros.core.world.observation import LookConfig, colors_of, judge_frames
+from glove_ros.core.world.observation import LookConfig, judge_frames, look_names
 
 __all__ = ["FIXTURES", "make_fixtures"]
 
@@ -93,7 +93,7 @@ def _tour(sim: Any, episodes: Sequence[int], writer: BagWriter, detector: Any,
                 t_ns = now()
                 dets = detector.detect(frame)
                 painted = set(sim.last_render.colors)
-                colors = colors_of(dets)
+                colors = look_names(dets)
                 checks["frames"] += 1
                 if colors != painted:
                     checks["frames_detected_differently"] += 1

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from glove_ros.core.memory.experience import Transition
-from glove_ros.core.plan.agent_types import ACTION_LOOK, ACTION_NAVIGATE, OUTCOME_BLOCKED, colors_of
+from glove_ros.core.memory.looks import look_names
+from glove_ros.core.plan.agent_types import ACTION_LOOK, ACTION_NAVIGATE, OUTCOME_BLOCKED
 from glove_ros.core.plan.plan_entries import MAX_BODY, PlanEntry, Provenance, slugify
 from glove_ros.core.plan.plan_memory import PlanMemoryStore
 from glove_ros.core.plan.updater import EpisodeOutcome, Observation, Traversal
@@ -114,7 +115,7 @@ def episode_from_transitions(
     for i, t in enumerate(transitions):
         tid = ids[i] if ids and _int(ids[i]) and ids[i] > 0 else None
         if t.action == ACTION_LOOK:
-            obs.append(Observation(t.state_key, tuple(sorted(colors_of(t.outcome))), tid))
+            obs.append(Observation(t.state_key, tuple(sorted(look_names(t.outcome))), tid))
         elif t.action == ACTION_NAVIGATE and t.action_arg:
             trav.append(Traversal(t.state_key, t.action_arg, t.outcome == OUTCOME_BLOCKED, tid))
     return EpisodeOutcome(

@@ -100,7 +100,7 @@ from glove_ros.core.plan.agent_types import (
     WorldMap,
     _edge_key,
     _pose_tuple,
-    colors_of,
+    look_names,
 )
 
 __all__ = [
@@ -537,7 +537,7 @@ class TaskAgent:
         """
         if not isinstance(self._pending, Look):
             raise RuntimeError(f"no look awaited (awaiting {self._pending!r})")
-        seen = colors_of(signature)
+        seen = look_names(signature)
         self._look_kind = look_kind(signature)  # what perception reports, kept across tasks
         assert self.task is not None and self.report is not None and self.current is not None
         found = self.task.color in seen

@@ -25,7 +25,7 @@ from glove_ros.core.plan.agent_types import (
     OUTCOME_REACHED,
     WorldMap,
     _edge_key,
-    colors_of,
+    look_names,
 )
 
 __all__ = [
@@ -93,7 +93,7 @@ class LookBelief:
         n = self.n
         if n == 0:
             return 0.0
-        return sum(k for o, k in self.counts.items() if color in colors_of(o)) / n
+        return sum(k for o, k in self.counts.items() if color in look_names(o)) / n
 
     @property
     def majority(self) -> str:
@@ -154,7 +154,7 @@ class Beliefs:
             if t.action != ACTION_LOOK or not world_map.has(t.state_key):
                 continue
             try:
-                colors_of(t.outcome)
+                look_names(t.outcome)
             except ValueError:
                 continue
             c = counts.setdefault(t.state_key, {})

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from glove_ros.core.memory.experience import MemoryEntry
 from glove_ros.core.plan.agent_memory import Beliefs
-from glove_ros.core.plan.agent_types import Task, WorldMap, colors_of
+from glove_ros.core.plan.agent_types import Task, WorldMap, look_names
 
 __all__ = [
     "GreedyPlanner",
@@ -133,7 +133,7 @@ def _describe(o: PlanOption, color: str) -> str:
         return f"{o.waypoint}: memory says the {color} block is there ({o.share:.0%} of looks)"
     if o.kind == "unexplored":
         return f"{o.waypoint}: unexplored"
-    seen = ", ".join(sorted(colors_of(o.memory))) if o.memory else ""
+    seen = ", ".join(sorted(look_names(o.memory))) if o.memory else ""
     if o.share > 0:
         return (f"{o.waypoint}: the {color} block was seen there in {o.share:.0%} of looks, "
                 f"mostly {seen or 'nothing'}")
@@ -315,7 +315,7 @@ class LlmPlanner:
                 facts = source.facts(o.waypoint)
             else:
                 lb = ctx.beliefs.looks.get(o.waypoint)
-                facts = tuple(Fact(tuple(sorted(colors_of(out))), VERIFIED, None, n)
+                facts = tuple(Fact(tuple(sorted(look_names(out))), VERIFIED, None, n)
                               for out, n in sorted((lb.counts if lb else {}).items()))
             views.append(OptionView(o.waypoint, o.distance, facts))
         notes = notes_from_entries(self.notes, color)

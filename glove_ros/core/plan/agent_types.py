@@ -2,7 +2,7 @@
 
 Holds the transition vocabulary the agent speaks to experience memory (``ACTION_LOOK``,
 ``ACTION_NAVIGATE``, ``OUTCOME_REACHED`` / ``OUTCOME_BLOCKED`` and look outcome signatures read
-by :func:`colors_of`; the table is in :mod:`glove_ros.core.plan.agent`), the task
+by :func:`look_names`; the table is in :mod:`glove_ros.core.plan.agent`), the task
 (:class:`Task`), the actions the agent asks its driver for (:class:`NavigateTo`,
 :class:`Look`, :class:`Finish`) and what the robot knows a priori (:class:`WorldMap`).
 
@@ -34,7 +34,7 @@ __all__ = [
     "NavigateTo",
     "Task",
     "WorldMap",
-    "colors_of",
+    "look_names",
 ]
 
 #: action of a look at the current waypoint (outcome: ``colors=...``)
@@ -44,16 +44,6 @@ ACTION_NAVIGATE = "navigate_to"
 OUTCOME_REACHED = "reached"
 OUTCOME_BLOCKED = "blocked"
 OUTCOME_DETOUR = "detour"  # arrived, but not along the corridor (Nav2 drove around it)
-
-
-def colors_of(signature: str) -> frozenset[str]:
-    """What a look outcome signature saw: colours (``"colors=blue,red"`` -> {blue, red}) or
-    object classes, counts dropped (``"objects=cup,person*2"`` -> {cup, person}); a task's
-    target is found when its name is in here (:mod:`glove_ros.core.memory.looks`).
-
-    ValueError for a string that is not a look signature.
-    """
-    return look_names(signature)
 
 
 def _edge_key(a: str, b: str) -> tuple[str, str]:

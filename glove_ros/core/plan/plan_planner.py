@@ -72,7 +72,7 @@ from glove_ros.core.plan.agent_types import (
     OUTCOME_REACHED,
     Task,
     WorldMap,
-    colors_of,
+    look_names,
 )
 from glove_ros.core.plan.janus import GateDecision, GateTask, JanusGate, RehearsalScorer
 from glove_ros.core.plan.plan_entries import PlanEntry, slugify
@@ -463,7 +463,7 @@ def _look_share(memory: MemoryView, waypoint: str, colour: str) -> float | None:
         if t.state_key != waypoint or t.action != ACTION_LOOK:
             continue
         try:
-            colors_of(t.outcome)
+            look_names(t.outcome)
         except ValueError:
             continue
         counts[t.outcome] = counts.get(t.outcome, 0) + 1
@@ -637,7 +637,7 @@ def outcome_from_transitions(
             raise ValueError(f"transition {i} has no state_key")
         if action == ACTION_LOOK:
             try:
-                colours = colors_of(t.outcome)
+                colours = look_names(t.outcome)
             except ValueError as exc:
                 raise ValueError(f"transition {i}: {exc}") from None
             obs.append(Observation(state, tuple(sorted(colours)), tid))

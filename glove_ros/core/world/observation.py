@@ -84,7 +84,7 @@ __all__ = [
     "Look",
     "LookAggregator",
     "LookConfig",
-    "colors_of",
+    "look_names",
     "counts_of",
     "judge_frames",
     "kind_of_backend",
@@ -126,7 +126,7 @@ def signature(colors: Iterable[str]) -> str:
     return "colors=" + ",".join(sorted({c for c in colors if c}))
 
 
-def colors_of(detections: Iterable[Any], min_confidence: float = 0.0) -> frozenset[str]:
+def look_names(detections: Iterable[Any], min_confidence: float = 0.0) -> frozenset[str]:
     """Distinct colours in one frame's detections (objects with ``color``, ``label`` and
     ``confidence``; a detection without a colour counts by its label, as in the outcome
     signature). Detections below ``min_confidence`` are ignored.
@@ -148,7 +148,7 @@ def counts_of(detections: Iterable[Any], min_confidence: float = 0.0,
     ``color`` and ``confidence``: core ``Detection`` or ``glove_ros/Detection``).
 
     ``kind="colors"``: each detection counts as its colour, or its label when it has none
-    (exactly the names of :func:`colors_of`). ``kind="objects"``: each detection counts as
+    (exactly the names of :func:`look_names`). ``kind="objects"``: each detection counts as
     its class, :func:`~glove_ros.core.world.labels.canonical_label` of its label (its colour,
     if any, is ignored). ``kind=None`` infers the kind: ``"colors"`` when a kept detection
     has a colour or nothing was kept (it cannot tell), else ``"objects"``. Detections below
@@ -454,7 +454,7 @@ def judge_frames(
 
     For a planner that grabs its own frames::
 
-        look = judge_frames([colors_of(detector.detect(img)) for img in images])
+        look = judge_frames([look_names(detector.detect(img)) for img in images])
         look.outcome   # "colors=red"
         look = judge_frames([Frame.from_detections(wp, darknet.detect(img), kind="objects")
                              for img in images])
