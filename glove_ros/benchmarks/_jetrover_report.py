@@ -65,9 +65,9 @@ def format_table(doc: Mapping[str, Any]) -> str:
                          f"{_label(b)}, needs {v:.2f}x the steps per task of GLOVE-async")
     lines += _drift_lines(doc)
     lines += _perception_lines(doc)
-    lines.append("false alarms: alerts on a (state, action) no drift event touched where "
-                 "memory agreed with the world; stale goals: first goal believed to hold the "
-                 "colour but did not")
+    lines.append("false alarms (one definition for every mode): observations after which "
+                 "the belief at a place no drift event touched went from right to wrong; stale "
+                 "goals: first goal believed to hold the target but did not")
     return "\n".join(lines)
 
 
