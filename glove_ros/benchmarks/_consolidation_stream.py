@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from glove_ros.benchmarks import consolidation as base
+from glove_ros.benchmarks._janus_report import _grid  # one text-table layout for the benches
 from glove_ros.core.consolidate.acceptance import memory_tokens, rehearse_corridor, rehearse_find
 from glove_ros.core.llm.runtime import approx_tokens
 from glove_ros.core.plan.plan_entries import PlanEntry, slugify
@@ -315,17 +316,6 @@ def _ci(c: Sequence[float] | None) -> str:
     return "-" if not c else f"[{c[0]:.1%}, {c[1]:.1%}]"
 
 
-def _grid(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for k, r in enumerate(rows):
-        out.append("  ".join(c.ljust(wd) if i == 0 else c.rjust(wd)
-                             for i, (c, wd) in enumerate(zip(r, widths, strict=True))))
-        if k == 0:
-            out.append("  ".join("-" * wd for wd in widths))
-    return out
-
-
 def _f(x: float | None, fmt: str = ".0f") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -350,7 +340,7 @@ def stream_table(doc: Mapping[str, Any]) -> str:
             _f(lh["memory_tokens_before_dock"]), str(s["final_memory_tokens"]),
             f"{s['dock_s_total']:.1f}",
             f"{s['runs_committed']}/{s['runs_rejected']}/{s['runs_aborted']}"])
-    lines += _grid(rows)
+    lines += _grid(rows, left=1)
     lines.append("columns after 'success' are means over the later half of the stream")
     r = doc["ratios"]
     for name in doc["arms"]:
@@ -375,7 +365,7 @@ def stream_table(doc: Mapping[str, Any]) -> str:
     lines.append("per checkpoint window: read = mean planner-read tokens, decide = mean tokens "
                  "of the read prefix that decides, success = first goal right, memory = "
                  "active tokens at the window's end")
-    lines += _grid(rows)
+    lines += _grid(rows, left=1)
     lines.append("read = the memory text the planner is given for 'find the <colour> block' "
                  "(ranked for the task, assembled under its budget); decision tok = the "
                  "smallest budget giving the same first goal; success = that goal is where the "
