@@ -70,8 +70,8 @@ def test_routes_are_counted_by_model_calls_and_scored_per_route(heldout):
     data = {**heldout, "cases": [
         {"text": "go to the atrium, then the cellar, then dock",
          "steps": ["go to atrium", "go to cellar", "return to the dock"]},
-        {"text": "pop into the laundry, and once you are done there make your way to the "
-                 "veranda", "steps": ["go to laundry", "go to veranda"]},
+        {"text": "tour the laundry and then the veranda", "steps": ["go to laundry",
+                                                                        "go to veranda"]},
         {"text": "tour the attic, and that is all", "refuse": []}]}
     keys = plan_schema(data["colours"], data["map"].waypoint_ids, data["objects"])[
         "properties"]["steps"]["items"]["properties"]

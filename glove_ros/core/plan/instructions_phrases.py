@@ -1,0 +1,156 @@
+"""Everyday phrasings of open instructions, rewritten to the words the instruction grammar reads.
+
+Users do not say "go to the larder, then go to the belfry": they say "swing by the larder on
+your way to the belfry", "pop into the larder and once you're done there make your way to
+the belfry", "um, could you check on the larder first?". :func:`canonical` rewrites such
+phrasings, one table row at a time, into the grammar's own words (``go to``, ``check``,
+``look for X in``, ``dock``, ``then``, ``avoid``, ``if ... is not in``), before
+:func:`~glove_ros.core.plan.instructions.understand_instruction` reads the text.
+
+A rewrite only changes connecting words, never a name: a row whose match would add, drop or
+reorder a place, colour or object of the map is not applied (a map with a place called
+"base" keeps "go to the base" as a drive to that place, not a dock). Nothing here decides
+anything: the rewritten text goes through the same grammar, the same checks on the map and
+the same refusals as the user's own words would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from glove_ros.core.plan.tasks import names_in
+
+_END = r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but)\b))"  # a phrase ends at a separator
+_CLAUSE = r"(^|[,;.]\s*|\bthen\s+|\band\s+)"  # where a clause starts (kept as group 1)
+_PLACE = r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?"
+_DOCKING = "return to the charger"  # the grammar's dock request, naming no place
+_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at)\b)[a-z][\w-]*)?"
+
+#: contractions the grammar reads spelled out
+CONTRACTIONS: tuple[tuple[str, str], ...] = (
+    (r"\b(there|it|what|where|that|here)'s\b", r"\1 is"),
+    (r"\byou're\b", "you are"), (r"\byou've\b", "you have"), (r"\bi'd\b", "i would"),
+    (r"\bi'm\b", "i am"), (r"\blet's\b", "let us"),
+)
+
+#: (pattern, replacement) in the order they are tried; every one case-insensitive
+PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
+    # hesitations and politeness: said, not meant as a step
+    (r"\b(?:um+|uh+|erm*|hmm+)\b\s*,?\s*", ""),
+    (r"\b(?:or\s+(?:was|is)\s+it|or\s+maybe|or\s+perhaps|or\s+rather)\s+", "or "),
+    (r"[,.?\s]*\b(?:one\s+of\s+(?:those|them|the\s+two)|i\s+(?:forget|am\s+not\s+sure))\s*$", ""),
+    (r"\s*,\s*or\s+(?=the\s)", " or "),
+    (_CLAUSE + r"(?:(?:ok(?:ay)?|alright|right|well|so|now|hey|hi|robot|please)\b[,\s]+)+",
+     r"\1"),
+    (_CLAUSE + r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|i\s+(?:need|want|would\s+"
+     r"like)\s+(?:you\s+)?to\s+|you\s+(?:can|could|should|may)\s+(?:now\s+)?|go\s+ahead\s+and\s+"
+     r"|be\s+so\s+kind\s+as\s+to\s+|(?:please\s+)?make\s+sure\s+(?:you|to)\s+)", r"\1"),
+    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|when\s+you\s+(?:can|"
+     r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
+    (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
+     r"it)" + _END, ""),
+    (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
+    (r"\s(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", " "),
+    # order said as circumstances
+    (r"^(?P<a>.+?)\s*,?\s+but\s+first\s+(?P<b>[^,;]+)$", r"\g<b>, then \g<a>"),
+    (r"^(?P<a>.+?)\s*,?\s+(?:and\s+)?before\s+that\s*,?\s+(?P<b>[^,;]+)$", r"\g<b>, then \g<a>"),
+    (r"\s+(?:first|firstly)\s*,?\s+and\s+(?:then\s*,?\s+)?", ", then "),
+    (r"\s+(?:second|secondly|third|thirdly|next|last|lastly)" + r"(?=\s*(?:[,;.?!]|$))", ""),
+    (r"\s+(?:first|firstly)" + _END, ""),
+    (r"\s+on\s+(?:the|your|its|my)\s+way\s+(?:over\s+|back\s+)?(?:to|into)\s+", ", then go to "),
+    (r"[,\s]+(?:and\s+)?(?:once|when|after)\s+(?:you\s+are|you\s+have|it\s+is|that\s+is|you)?\s*"
+     r"(?:done|finished|through|been)(?:\s+(?:there|with\s+(?:that|it)|in\s+there))?\s*,?\s*"
+     r"(?:(?:and\s+)?then\s+)?", ", then "),
+    (r"\s+and\s+(?:afterwards|after\s+that|then)\s*,?\s+", ", then "),
+    (r"[,;]\s*(?:and\s+)?so\s+", ", "),
+    # drive somewhere
+    (r"\bmake\s+(?:a\s+)?(?:quick\s+|short\s+)?(?:stop|visit|trip)\s+(?:at|to|in)\s+", "go to "),
+    (r"\b(?:swing|stop|drop|pop|call|pass|come|nip)\s+(?:off\s+)?(?:by|past|into|in\s+(?:at|to)|"
+     r"over\s+to|round\s+to|around\s+to)\s+", "go to "),
+    (r"\bstop\s+(?:off\s+)?(?:at|in)\s+", "go to "),
+    (r"\bmake\s+(?:your|a|the)\s+way\s+(?:over\s+|back\s+|down\s+|up\s+)?(?:to|into)\s+",
+     "go to "),
+    (r"\b(?:take|bring|get|move|drag)\s+yourself\s+(?:over\s+|back\s+)?(?:to|into)\s+", "go to "),
+    (r"\b(?:head|go|move|run|roll)\s+(?:over|on|out|off|down|up|across|along|straight)\s+(?:to|"
+     r"into)\s+", "go to "),
+    (r"\b(?:travel|proceed|continue|carry\s+on|move\s+on|go\s+on|roll|walk|navigate)\s+(?:on\s+)?"
+     r"(?:over\s+)?(?:to|into)\s+", "go to "),
+    (r"\b(?:begin|start)\s+(?:off\s+)?(?:at|in|with)\s+", "go to "),
+    (r"\b(?:end|finish|end\s+up|wrap\s+up|finish\s+up)\s+(?:at|in)\s+", "go to "),
+    (r"\b(?:reach|visit)\s+(?=the\s|[a-z])", "go to "),
+    (r"\b(?:get|come)\s+(?:over\s+)?(?:to|into)\s+", "go to "),
+    # back to the dock
+    (r"^(?P<a>(?!(?:where|what|which|who|how|when|is|are|was|were|has|have|had|did|do|does|can|"
+     r"could|would|will)\b).+?)\s*\?$", r"\g<a>"),  # "go to the lab?" is asked, not a question
+    (r"\b(?:go|come|head|get|return|drive|make\s+your\s+way)\s+(?:straight\s+)?(?:back\s+)?home\b",
+     _DOCKING),
+    (r"\b(?:(?:go|come|head|get|return|drive)\s+)?(?:back\s+)?to\s+(?:the\s+)?(?:base|home\s+base|"
+     r"charging\s+(?:station|dock|point|pad)|docking\s+station)\b", _DOCKING),
+    (r"\b(?:(?:go|come|head|get|return|drive)\s+)?back\s+to\s+(?:the\s+)?(?:dock|charger)\b",
+     _DOCKING),
+    (r"\b(?:go\s+)?back\s+and\s+(?:re)?charge\b", _DOCKING),
+    (r"\b(?:go\s+and\s+|go\s+)?recharge\b|\bplug\s+(?:yourself\s+)?in\b", _DOCKING),
+    # look
+    (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
+    (r"\b(?:check|look)\s+(?:on|up\s+on|in\s+on|over|out)\s+(?=the\s)", "check "),
+    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?(?:peek|peep|glance|look|gander)\s+(?:inside|"
+     r"in|into|at|around|round)\s+", "look in "),
+    (r"\b(?:peek|peep|glance)\s+(?:inside|in|into|at)\s+", "look in "),
+    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?look\s+for\s+", "look for "),
+    (r"\b(?:look|search|hunt)\s+(?:around|round|about|through)\s+(?P<p>" + _PLACE + r")\s+for\s+"
+     r"(?P<t>" + _THING + r")" + _END, r"look for \g<t> in \g<p>"),
+    (r"\b(?:search|scan|sweep|comb)\s+(?P<p>" + _PLACE + r")\s+for\s+(?P<t>" + _THING + r"|"
+     r"it|them)" + _END, r"look for \g<t> in \g<p>"),
+    (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
+     r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
+    (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
+    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know)\s+(?:whether|if)\s+(?P<t>" + _THING
+     + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
+    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know)\s+(?:whether|if)\s+there\s+(is|are)\s+",
+     r"is there "),
+    (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
+    (r"\bwherever\b", "where"),
+    # conditions
+    (r"\bshould\s+(?P<t>" + _THING + r")\s+be\s+(?:missing|absent|gone)\s+from\s+",
+     r"if \g<t> is not in "),
+    (r"\bshould\s+(?P<t>" + _THING + r")\s+(?:not\s+be|be\s+not)\s+(?=in\s|at\s)",
+     r"if \g<t> is not "),
+    (r"\bshould\s+(?P<t>" + _THING + r")\s+be\s+(?=in\s|at\s)", r"if \g<t> is "),
+    (r"\b(is|are)\s+(?:missing|absent|gone)\s+from\s+", r"\1 not in "),
+    (r"\b(is|are)\s+(?:nowhere\s+to\s+be\s+(?:seen|found)|not\s+to\s+be\s+found)\s+in\s+",
+     r"\1 not in "),
+    (r"[;,]\s*(?:and\s+)?(?:if\s+(?:it|they)\s+(?:is|are)\s+not|if\s+not|and\s+if\s+not)"
+     r"(?:\s+there)?\s*[,;]?\s*(?:then\s+)?", ", otherwise "),
+    (r"^(?:only\s+)?(?P<a>(?:go|check|look|dock|find)\b[^,;]*?)\s+(?:only\s+)?(?:if|when)\s+"
+     r"(?P<c>(?:the|there|a|an|you)\b[^,;]+)$", r"if \g<c>, \g<a>"),
+    # constraints
+    (r"\b(?:but\s+)?not\s+(?:going\s+)?(?:through|via|by\s+way\s+of|past|across|using)\s+",
+     "but avoid "),
+    (r"\b(?:taking\s+care|being\s+careful|making\s+sure)\s+(?:not\s+to|to\s+not|never\s+to|that\s+"
+     r"you\s+(?:do\s+not|never))\s+(?:enter|use|cross|go\s+(?:through|into|via)|pass\s+(?:through|"
+     r"by)|drive\s+(?:through|into))\s+", "avoiding "),
+)
+_COMPILED = tuple((re.compile(p, re.I), r) for p, r in PHRASES)
+_CONTRACTED = tuple((re.compile(p, re.I), r) for p, r in CONTRACTIONS)
+
+
+def _bag(text: str, colours: Sequence[str], waypoints: Sequence[str],
+         objects: Sequence[str]) -> list[str]:
+    """The names ``text`` says, sorted (a rewrite may reorder steps, never change a name)."""
+    return sorted(n for names in names_in(text, colours, waypoints, objects) for n in names)
+
+
+def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
+              objects: Sequence[str] = ()) -> str:
+    """``text`` with every phrasing of :data:`PHRASES` rewritten (the names it says kept: a
+    rewrite that would add or drop one is skipped)."""
+    t = text
+    for rx, to in _CONTRACTED:
+        t = rx.sub(to, t)
+    said = _bag(t, colours, waypoints, objects)
+    for rx, to in _COMPILED:
+        new = " ".join(rx.sub(to, t).split()).strip(" ,;")
+        if new != t and _bag(new, colours, waypoints, objects) == said:
+            t = new
+    return t

@@ -1,0 +1,110 @@
+"""Everyday phrasings of open instructions (glove_ros.core.plan.instructions_phrases).
+
+What must hold: a phrasing users say is read into the same typed plan as the grammar's own
+words; a rewrite never adds, drops or swaps a name (a place called "base" stays a place);
+an unknown name is still refused by name after the rewrite; the model is never asked for a
+phrasing the rewrite makes readable.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from glove_ros.core.llm.runtime import ScriptedLlm
+from glove_ros.core.plan.agent_types import WorldMap
+from glove_ros.core.plan.instructions import Clarify, Plan, Refused, understand_instruction
+from glove_ros.core.plan.instructions_phrases import canonical
+
+#   dock - hall - kitchen - pantry
+#          |   \
+#         lab - office
+MAP = WorldMap(
+    {w: (float(i), 0.0, 0.0) for i, w in enumerate(
+        ("dock", "hall", "kitchen", "pantry", "lab", "office"))},
+    {("dock", "hall"): 1.0, ("hall", "kitchen"): 1.0, ("kitchen", "pantry"): 1.0,
+     ("hall", "lab"): 1.0, ("hall", "office"): 1.0, ("lab", "office"): 1.0},
+    "dock")
+C = ("red", "blue")
+OBJ = ("cup", "person")
+
+
+def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
+    llm = ScriptedLlm(default={"steps": []})  # must never be asked
+    p = understand_instruction(text, C, world_map, llm, OBJ, "dock")
+    assert isinstance(p, Plan), p
+    assert not llm.calls, f"{text!r} went to the model"
+    return p.instruction.describe()
+
+
+@pytest.mark.parametrize("text,want", [
+    ("swing by the kitchen on your way to the office",
+     ["1. go to kitchen", "2. go to office"]),
+    ("pop into the lab and once you're done there make your way to the pantry",
+     ["1. go to lab", "2. go to pantry"]),
+    ("um, so, could you go to the office first, and then, uh, the kitchen?",
+     ["1. go to office", "2. go to kitchen"]),
+    ("go to the pantry, but first stop at the lab", ["1. go to lab", "2. go to pantry"]),
+    ("make a quick stop at the hall before heading back to charge",
+     ["1. go to hall", "2. return to the dock"]),
+    ("begin at the lab, continue to the office and end at the kitchen",
+     ["1. go to lab", "2. go to office", "3. go to kitchen"]),
+    ("kitchen, then office, then back to base",
+     ["1. go to kitchen", "2. go to office", "3. return to the dock"]),
+    ("take yourself to the pantry please, thanks", ["1. go to pantry"]),
+    ("ok you can go back and charge now", ["1. return to the dock"]),
+    ("have a peek inside the lab and after that the office",
+     ["1. look in lab", "2. look in office"]),
+    ("check on the office and the kitchen", ["1. look in office", "2. look in kitchen"]),
+    ("search the pantry for the red block, then come home",
+     ["1. look for the red block in pantry", "2. return to the dock"]),
+    ("look around the lab for a cup and then head back to the charger",
+     ["1. look for the cup in lab", "2. return to the dock"]),
+    ("I need you to look for the cup in the lab and then in the office",
+     ["1. look for the cup in lab", "2. look for the cup in office"]),
+    ("go to the kitchen and tell me what you see there", ["1. look in kitchen"]),
+    ("find the red block and then the cup", ["1. find the red block", "2. find the cup"]),
+    ("before you dock, check the office", ["1. look in office", "2. return to the dock"]),
+    ("should the cup be missing from the kitchen, go and look for it in the pantry",
+     ["1. if the cup is not in kitchen: look for the cup in pantry"]),
+    ("only go to the lab if the person is in the office",
+     ["1. if the person is in office: go to lab"]),
+    ("if the cup is in the kitchen, go to the office; if it's not, go home",
+     ["1. if the cup is in kitchen: go to office, else return to the dock"]),
+    ("travel to the pantry, taking care not to enter the lab",
+     ["1. go to pantry", "avoiding lab"]),
+    ("bring yourself to the kitchen then the pantry, but not via the lab",
+     ["1. go to kitchen", "2. go to pantry", "avoiding lab"]),
+])
+def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
+    assert lines(text) == want
+
+
+def test_a_rewrite_never_turns_a_place_into_the_dock():
+    # on a map with a place called "base", "go back to base" drives to that place
+    base = WorldMap({"dock": (0.0, 0.0, 0.0), "base": (1.0, 0.0, 0.0), "hall": (2.0, 0.0, 0.0)},
+                    {("dock", "base"): 1.0, ("base", "hall"): 1.0}, "dock")
+    assert canonical("go back to base", C, base.waypoint_ids, OBJ) == "go back to base"
+    assert lines("go to the hall, then go back to base", base) == ["1. go to hall", "2. go to base"]
+    assert canonical("go back to base", C, MAP.waypoint_ids, OBJ) == "return to the charger"
+
+
+@pytest.mark.parametrize("text,unknown", [
+    ("swing by the garden on your way to the office", "garden"),
+    ("pop into the lab and then make your way to the attic", "attic"),
+    ("search the pantry for the green block", "green"),
+])
+def test_unknown_names_are_still_refused_by_name_after_a_rewrite(text, unknown):
+    p = understand_instruction(text, C, MAP, None, OBJ, "dock")
+    assert isinstance(p, Refused) and f"'{unknown}'" in p.reason, p
+
+
+def test_a_hesitant_choice_still_asks_back():
+    p = understand_instruction("could you go to the lab, or was it the office? one of those",
+                               C, MAP, None, OBJ, "dock")
+    assert isinstance(p, Clarify) and p.options == ("lab", "office"), p
+
+
+@pytest.mark.parametrize("text", ["where is the cup?", "is the cup in the kitchen?",
+                                  "what changed since yesterday?"])
+def test_questions_keep_their_question_mark_and_meaning(text):
+    assert canonical(text, C, MAP.waypoint_ids, OBJ) == text
