@@ -17,7 +17,6 @@ from glove_ros.benchmarks import instructions as bench
 from glove_ros.core.llm.runtime import ScriptedLlm
 from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.plan.instructions import Plan, Refused, understand_instruction
-from glove_ros.core.plan.instructions_llm import plan_schema
 
 # names of the prompts' worked examples (instructions_llm._PLAN_EXAMPLES, tasks._REQ_EXAMPLES,
 # tasks._OBJ_EXAMPLES) and of test_core_plan_instructions.py's map
@@ -73,18 +72,9 @@ def test_routes_are_counted_by_model_calls_and_scored_per_route(heldout):
         {"text": "tour the laundry and then the veranda", "steps": ["go to laundry",
                                                                         "go to veranda"]},
         {"text": "tour the attic, and that is all", "refuse": []}]}
-    keys = plan_schema(data["colours"], data["map"].waypoint_ids, data["objects"])[
-        "properties"]["steps"]["items"]["properties"]
-
-    def step(**kw):
-        unset = {"since_hours": 0, "look": False, "when": "always", "if_present": True}
-        return {k: kw.get(k, unset.get(k, "")) for k in keys}
-
-    llm = ScriptedLlm([{"steps": [step(intent="go_to", waypoint="laundry"),
-                                  step(intent="go_to", waypoint="veranda")],
-                        "avoid_places": [], "avoid_corridors": []}],
-                      default={"steps": [step(intent="go_to", waypoint="cellar")],
-                               "avoid_places": [], "avoid_corridors": []})
+    llm = ScriptedLlm([{"steps": [{"go": "laundry"}, {"go": "veranda"}], "avoid": [],
+                        "avoid_corridors": []}],
+                      default={"steps": [{"go": "cellar"}], "avoid": [], "avoid_corridors": []})
     out = bench.run(data, llm)
     routes = [(c["route"], c["right"]) for c in out["cases"]]
     # the grammar reads the sequence; the free phrasing goes to the model (right); the last

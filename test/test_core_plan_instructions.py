@@ -382,15 +382,9 @@ def test_a_single_request_is_refused_exactly_as_today(text):
 
 # ---------------------------------------------------------------------------------- the LLM
 
-def _llm_step(**kw) -> dict:
-    keys = plan_schema(C, MAP.waypoint_ids, OBJ)["properties"]["steps"]["items"]["properties"]
-    unset = {"since_hours": 0, "look": False, "when": "always", "if_present": True}
-    return {k: kw.get(k, unset.get(k, "")) for k in keys}
-
-
 def _llm_plan(steps, places=(), corridors=()) -> dict:
-    return {"steps": steps, "avoid_places": list(places),
-            "avoid_corridors": [{"a": a, "b": b} for a, b in corridors]}
+    return {"steps": steps, "avoid": list(places),
+            "avoid_corridors": [f"{a}-{b}" for a, b in corridors]}
 
 
 ODD = "swing past the kitchen, then wander over toward the office staying clear of the lab"
@@ -398,24 +392,24 @@ ODD = "swing past the kitchen, then wander over toward the office staying clear 
 
 def test_the_llm_reads_what_the_grammar_cannot_and_its_plan_is_checked():
     assert isinstance(parse(ODD), Refused)  # no LLM: not understood, nothing guessed
-    llm = ScriptedLlm([_llm_plan([_llm_step(intent="go_to", waypoint="kitchen"),
-                                  _llm_step(intent="go_to", waypoint="office")], ["lab"])])
+    llm = ScriptedLlm([_llm_plan([{"go": "kitchen"}, {"go": "office"}], ["lab"])])
     p = parse(ODD, llm=llm)
     assert isinstance(p, Plan) and p.instruction.source == "llm", p
     assert intents(p) == [("go_to", "kitchen", False), ("go_to", "office", False)]
     assert p.instruction.avoid_waypoints == ("lab",)
     schema = llm.calls[0][1]
-    assert schema == plan_schema(C, MAP.waypoint_ids, OBJ)
-    assert schema["properties"]["avoid_places"]["items"]["enum"] == list(MAP.waypoint_ids)
+    assert schema == plan_schema(C, MAP.waypoint_ids, OBJ, tuple(MAP.edges))
+    assert schema["properties"]["avoid"]["items"]["enum"] == list(MAP.waypoint_ids)
+    assert schema["properties"]["avoid_corridors"]["items"]["enum"] == [
+        f"{a}-{b}" for a, b in MAP.edges]  # only the map's corridors
     check_schema(schema)  # the real backend can turn it into a grammar
 
 
 def test_the_llm_can_propose_a_conditional_with_an_else():
     text = "should the cup be missing from the kitchen, peek into the pantry; failing that dock"
-    llm = ScriptedLlm([_llm_plan([
-        _llm_step(intent="go_to", waypoint="pantry", look=True, object="cup", when="if",
-                  if_object="cup", if_place="kitchen", if_present=False),
-        _llm_step(intent="dock", when="else")])])
+    llm = ScriptedLlm([_llm_plan([{"if": "cup", "at": "kitchen", "present": False,
+                                   "then": {"look": "pantry", "for": "cup"},
+                                   "else": {"do": "dock"}}])])
     it = plan(text, llm=llm).instruction.items[0]
     assert it.condition == Condition("cup", "objects", "kitchen", present=False)
     assert (it.then.look, it.then.target, it.otherwise.request.intent) == (True, "cup", "dock")
@@ -423,12 +417,13 @@ def test_the_llm_can_propose_a_conditional_with_an_else():
 
 @pytest.mark.parametrize("reply,why", [
     ("not json {", "LLM: invalid JSON"),
-    (_llm_plan([_llm_step(intent="go_to", waypoint="pantry")]),
+    (_llm_plan([{"go": "pantry"}]),
      "the LLM named 'pantry', which the instruction does not say"),
-    (_llm_plan([_llm_step(intent="go_to", waypoint="office")], ["hall"]),
+    (_llm_plan([{"go": "office"}], ["hall"]),
      "the LLM named 'hall', which the instruction does not say"),
-    (_llm_plan([_llm_step(intent="go_to", waypoint="office", when="else")]),
-     "'else' without an 'if'"),
+    (_llm_plan([{"find": "red block"}]), "the LLM named 'red', which the instruction does not"),
+    (_llm_plan([{"if": "cup", "at": "kitchen", "present": True, "then": {"do": "nothing"},
+                 "else": {"go": "office"}}]), "schema violation"),  # "then" must act
 ])
 def test_llm_output_that_is_not_json_or_names_what_the_text_does_not_say_is_refused(reply, why):
     p = parse(ODD, llm=ScriptedLlm([reply]))
@@ -437,7 +432,7 @@ def test_llm_output_that_is_not_json_or_names_what_the_text_does_not_say_is_refu
 
 def test_an_llm_plan_that_a_constraint_cuts_off_is_refused_by_the_check():
     text = "pop over to the pantry, then wander somewhere, staying clear of the kitchen"
-    llm = ScriptedLlm([_llm_plan([_llm_step(intent="go_to", waypoint="pantry")], ["kitchen"])])
+    llm = ScriptedLlm([_llm_plan([{"go": "pantry"}], ["kitchen"])])
     p = parse(text, llm=llm)
     assert isinstance(p, Refused) and "every route from dock to pantry passes kitchen" in p.reason
 

@@ -703,13 +703,16 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
         from glove_ros.core.plan.instructions_llm import plan_from_llm, plan_messages, plan_schema
 
         t = said  # the model reads the user's words, not the rewrite
-        res = llm.complete_json(plan_messages(t, colours, wps, objects),
-                                plan_schema(colours, wps, objects), max_tokens=96 * MAX_STEPS)
+        edges = tuple(world_map.edges)
+        res = llm.complete_json(plan_messages(t, colours, wps, objects, edges),
+                                plan_schema(colours, wps, objects, edges),
+                                max_tokens=24 * MAX_STEPS)
         if not getattr(res, "ok", False):
             return Refused(f"instruction {text!r} not understood (LLM: "
                            f"{getattr(res, 'error', '?')}){unread}; {_HINT}")
         try:
-            inst, how = plan_from_llm(res.data, t), "understood by the LLM (checked on the map)"
+            inst = plan_from_llm(res.data, t, objects, wps)
+            how = "understood by the LLM (checked on the map)"
         except ValueError as err:
             return Refused(f"instruction {text!r}: {err}; known {ctx.known()}")
     return check_plan(inst, world_map, colours, objects, at, how)

@@ -2,17 +2,25 @@
 
 Used by :func:`glove_ros.core.plan.instructions.understand_instruction` for what the
 instruction grammar cannot read. The model only proposes: :func:`plan_schema` limits it to
-the map's places, colours and objects, :func:`plan_from_llm` refuses any name the text does
-not say, and :func:`~glove_ros.core.plan.instructions.check_plan` checks the rest on the map.
-The prompt (:data:`PLAN_SYSTEM`, the worked examples on names that are not the map's) is
-frozen: the held-out set ``bench/scenarios/instructions_heldout.yaml`` was written after it.
+the map's places, corridors, colours and objects, :func:`plan_from_llm` refuses any name the
+text does not say, and :func:`~glove_ros.core.plan.instructions.check_plan` checks the rest on
+the map.
+
+The reply is compact, because on the robot's 2 cores every generated token costs about 75 ms
+(the first schema, every field of every step spelled out, needed about 250 tokens for a
+three-step plan and ran out of its 20 s): a step is one small object named by its verb,
+``{"go": "lab"}``, ``{"look": "lab", "for": "cup"}``, ``{"find": "red block"}``,
+``{"seen": "cup"}`` (drive to where it was last seen), ``{"where": "cup"}``,
+``{"is": "cup", "at": "lab"}``, ``{"do": "dock"}`` or ``{"do": "changes"}``; a conditional is
+``{"if": "cup", "at": "lab", "present": false, "then": <step>, "else": <step or {"do":
+"nothing"}>}``. A three-step plan is about 30 tokens. The prompt (:data:`PLAN_SYSTEM`, the
+worked examples on names that are not the map's) is frozen before a held-out set is run.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from glove_ros.core.plan.instructions import (
@@ -24,113 +32,180 @@ from glove_ros.core.plan.instructions import (
     Step,
     _key,
 )
-from glove_ros.core.plan.tasks import (
-    REQUEST_SYSTEM,
-    TaskRequest,
-    request_from_llm,
-    request_schema,
-    ungrounded,
+from glove_ros.core.plan.tasks import TaskRequest, ungrounded
+
+PLAN_SYSTEM = (
+    "You turn a person's instruction to a mobile robot into a JSON plan: the steps in the "
+    "order they must run, and the places and corridors the route must avoid. Steps:\n"
+    '{"go": place}: drive there. {"look": place, "for": thing or ""}: drive there and look '
+    '(for a thing, if one is said). {"find": thing}: search for it. {"seen": thing}: drive to '
+    'where it was last seen. {"where": thing}: say where it was last seen. {"is": thing, '
+    '"at": place}: say whether it is there. {"do": "dock"}: return to the charger. '
+    '{"do": "changes"}: say what changed. {"do": "cannot"}: a part the robot cannot do '
+    "(it only drives, looks, searches, answers from memory and docks).\n"
+    '{"if": thing, "at": place, "present": true or false, "then": step, "else": step or '
+    '{"do": "nothing"}}: run "then" only when the thing is (present true) or is not (false) '
+    'at that place, else "else".\n'
+    "A thing is an object listed, or a colour listed followed by \"block\". Use only names "
+    "listed that the instruction says; never add a step the instruction does not ask for."
 )
 
-PLAN_SYSTEM = REQUEST_SYSTEM + (
-    "\nAn instruction may hold several steps, in order; give each as one request. "
-    '"look": true with go_to means drive there and look (colour or object: what to look '
-    'for, if said). "when": "always"; "if" runs the step only when if_colour / if_object is '
-    '(if_present true) or is not (false) at if_place; "else" runs the step when the '
-    'previous "if" step did not run. avoid_places / avoid_corridors: what the route must '
-    "not use. Use only names listed and said in the instruction.")
+_EXAMPLES = (
+    ("swing by the garage and after you are done there head for the porch, keeping out of "
+     "the hall", {"steps": [{"go": "garage"}, {"go": "porch"}], "avoid": ["hall"],
+                  "avoid_corridors": []}),
+    ("should the green cube be missing from the porch, have a look around the garage for it, "
+     "otherwise head back to charge",
+     {"steps": [{"if": "green block", "at": "porch", "present": False,
+                 "then": {"look": "garage", "for": "green block"}, "else": {"do": "dock"}}],
+      "avoid": [], "avoid_corridors": []}),
+    ("peek at the porch, then tell me where the bottle was last spotted, and skip the "
+     "garage-hall passage", {"steps": [{"look": "porch", "for": ""}, {"where": "bottle"}],
+                             "avoid": [], "avoid_corridors": ["garage-hall"]}),
+    ("roll over to the porch and fetch me the chair",
+     {"steps": [{"go": "porch"}, {"do": "cannot"}], "avoid": [], "avoid_corridors": []}),
+)
+_EX_NAMES = "Colours: green, yellow. Objects: bottle, chair. Places: garage, hall, porch. " \
+            "Corridors: garage-hall, hall-porch."
+
+
+def things(colours: Sequence[str], objects: Sequence[str] = ()) -> list[str]:
+    """What a step may name: every object, and every colour as "<colour> block"."""
+    return [*objects, *(f"{c} block" for c in colours)]
+
+
+def _step_schema(colours: Sequence[str], waypoints: Sequence[str], objects: Sequence[str],
+                 extra: Sequence[str] = ()) -> dict:
+    place = {"type": "string", "enum": list(waypoints)}
+    thing = {"type": "string", "enum": things(colours, objects)}
+
+    def obj(**props: Any) -> dict:
+        return {"type": "object", "properties": props, "required": list(props),
+                "additionalProperties": False}
+
+    return {"anyOf": [obj(go=place), obj(look=place, **{"for": {"type": "string", "enum": [
+        "", *things(colours, objects)]}}), obj(find=thing), obj(seen=thing), obj(where=thing),
+        obj(**{"is": thing, "at": place}),
+        obj(do={"type": "string", "enum": ["dock", "changes", "cannot", *extra]})]}
 
 
 def plan_schema(colours: Sequence[str], waypoints: Sequence[str],
-                objects: Sequence[str] = ()) -> dict:
-    """JSON schema of an LLM-parsed instruction: steps whose fields are
-    :func:`~glove_ros.core.plan.tasks.request_schema`'s plus look and a guard."""
-    props = dict(request_schema(colours, waypoints, objects)["properties"])
-    wp = {"type": "string", "enum": list(waypoints)}
-    props.update({"look": {"type": "boolean"},
-                  "when": {"type": "string", "enum": ["always", "if", "else"]},
-                  "if_colour": {"type": "string", "enum": ["", *colours]},
-                  **({"if_object": {"type": "string", "enum": ["", *objects]}} if objects else {}),
-                  "if_place": {"type": "string", "enum": ["", *waypoints]},
-                  "if_present": {"type": "boolean"}})
-    step = {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
-    pair = {"type": "object", "properties": {"a": wp, "b": wp}, "required": ["a", "b"],
-            "additionalProperties": False}
+                objects: Sequence[str] = (), corridors: Sequence[tuple[str, str]] = ()) -> dict:
+    """JSON schema of an LLM-parsed instruction (the compact steps of this module's doc);
+    ``corridors``: the map's corridors, offered as "a-b" (none: every pair of places)."""
+    step = _step_schema(colours, waypoints, objects)
+    cond = {"type": "object", "properties": {
+        "if": {"type": "string", "enum": things(colours, objects)},
+        "at": {"type": "string", "enum": list(waypoints)},
+        "present": {"type": "boolean"},
+        "then": step,
+        "else": _step_schema(colours, waypoints, objects, ("nothing",))},
+        "required": ["if", "at", "present", "then", "else"], "additionalProperties": False}
+    pairs = [f"{a}-{b}" for a, b in (corridors or [(a, b) for i, a in enumerate(waypoints)
+                                                   for b in waypoints[i + 1:]])]
     return {"type": "object", "properties": {
-        "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_STEPS},
-        "avoid_places": {"type": "array", "items": wp, "maxItems": 4},
-        "avoid_corridors": {"type": "array", "items": pair, "maxItems": 4}},
-        "required": ["steps", "avoid_places", "avoid_corridors"], "additionalProperties": False}
-
-
-_PLAN_EXAMPLES = (
-    ("swing by the garage and after you are done there head for the porch, keeping out of "
-     "the hall", {"steps": [{"intent": "go_to", "waypoint": "garage"},
-                            {"intent": "go_to", "waypoint": "porch"}],
-                  "avoid_places": ["hall"]}),
-    ("should the green cube be missing from the porch, have a look around the garage",
-     {"steps": [{"intent": "go_to", "waypoint": "garage", "look": True, "colour": "green",
-                 "when": "if", "if_colour": "green", "if_place": "porch",
-                 "if_present": False}]}),
-)
-
-
-_UNSET = {"since_hours": 0, "look": False, "when": "always", "if_present": True}
-
-
-def _full(step: dict, objects: bool) -> dict:
-    """An example step with every field of the schema, in its order."""
-    keys = plan_schema(("x",), ("y",), ("z",) if objects else ())["properties"]["steps"]
-    return {k: step.get(k, _UNSET.get(k, "")) for k in keys["items"]["properties"]}
+        "steps": {"type": "array", "items": {"anyOf": [*step["anyOf"], cond]}, "minItems": 1,
+                  "maxItems": MAX_STEPS},
+        "avoid": {"type": "array", "items": {"type": "string", "enum": list(waypoints)},
+                  "maxItems": 4},
+        "avoid_corridors": {"type": "array", "items": {"type": "string", "enum": pairs},
+                            "maxItems": 4}},
+        "required": ["steps", "avoid", "avoid_corridors"], "additionalProperties": False}
 
 
 def plan_messages(text: str, colours: Sequence[str], waypoints: Sequence[str],
-                  objects: Sequence[str] = ()) -> list[dict[str, str]]:
-    """Chat messages asking the LLM for an instruction's plan (rules and examples first,
-    on names that are not the map's)."""
+                  objects: Sequence[str] = (), corridors: Sequence[tuple[str, str]] = ()
+                  ) -> list[dict[str, str]]:
+    """Chat messages asking the LLM for an instruction's plan (rules and examples first, on
+    names that are not the map's: that prefix is the same for every call, so llama.cpp
+    evaluates it once and reuses it)."""
     msgs = [{"role": "system", "content": PLAN_SYSTEM}]
-    for q, a in _PLAN_EXAMPLES:
-        full = {"steps": [_full(s, bool(objects)) for s in a["steps"]],
-                "avoid_places": a.get("avoid_places", []), "avoid_corridors": []}
-        msgs += [{"role": "user", "content": "Colours: green, yellow. Places: garage, hall, "
-                                             f"porch.\nInstruction: {q}"},
-                 {"role": "assistant", "content": json.dumps(full)}]
+    for q, a in _EXAMPLES:
+        msgs += [{"role": "user", "content": f"{_EX_NAMES}\nInstruction: {q}"},
+                 {"role": "assistant", "content": json.dumps(a)}]
     said = f"Objects: {', '.join(objects)}. " if objects else ""
+    cs = f" Corridors: {', '.join(f'{a}-{b}' for a, b in corridors)}." if corridors else ""
     msgs.append({"role": "user", "content": f"Colours: {', '.join(colours)}. {said}Places: "
-                                            f"{', '.join(waypoints)}.\nInstruction: {text}"})
+                                            f"{', '.join(waypoints)}.{cs}\nInstruction: {text}"})
     return msgs
 
 
-def plan_from_llm(data: Any, text: str) -> Instruction:
+def _target(thing: str, objects: Sequence[str]) -> tuple[str, str]:
+    """(name, look kind) of a schema thing: an object, or "<colour> block"."""
+    if thing in objects or not thing.endswith(" block"):
+        return thing, "objects"
+    return thing[:-len(" block")], "colors"
+
+
+def _step(s: Any, text: str, objects: Sequence[str], n: int) -> tuple[Step | None, list[str]]:
+    """One compact step as a :class:`Step` (None for {"do": "nothing"}), and the names it
+    uses that ``text`` does not say."""
+    if not isinstance(s, dict) or not s:
+        raise ValueError(f"the LLM's step {n} is not a step")
+    verb = next(iter(s))
+    if verb == "go":
+        req = TaskRequest("go_to", waypoint=s["go"], text=text, source="llm")
+    elif verb == "look":
+        name, kind = _target(s.get("for", ""), objects) if s.get("for") else ("", "")
+        req = TaskRequest("go_to", waypoint=s["look"], text=text, source="llm")
+        return Step(req, True, name, kind), ungrounded(req, text) + (ungrounded(TaskRequest(
+            "find", name, look_kind=kind), text) if name else [])
+    elif verb in ("find", "seen", "where"):
+        name, kind = _target(s[verb], objects)
+        intent = {"find": "find", "seen": "go_to_last_seen", "where": "where_last_seen"}[verb]
+        req = TaskRequest(intent, name, text=text, source="llm", look_kind=kind)
+    elif verb == "is":
+        name, kind = _target(s["is"], objects)
+        req = TaskRequest("is_there", name, s["at"], text=text, source="llm", look_kind=kind)
+    elif verb == "do" and s["do"] in ("dock", "changes"):
+        req = TaskRequest(s["do"], text=text, source="llm")
+    elif verb == "do" and s["do"] == "nothing":
+        return None, []
+    elif verb == "do" and s["do"] == "cannot":
+        raise ValueError("it asks for something I cannot do (I drive, look, search, answer "
+                         "from memory and dock)")
+    else:
+        raise ValueError(f"the LLM's step {n} is not a step: {json.dumps(s)}")
+    return Step(req), ungrounded(req, text)
+
+
+def _pair(label: str, waypoints: Sequence[str]) -> tuple[str, str]:
+    """("a", "b") of the corridor label "a-b" (a place's own "-" kept)."""
+    for a in waypoints:
+        if label.startswith(f"{a}-") and label[len(a) + 1:] in waypoints:
+            return _key(a, label[len(a) + 1:])
+    a, _, b = label.partition("-")
+    return _key(a, b)
+
+
+def plan_from_llm(data: Any, text: str, objects: Sequence[str] = (),
+                  waypoints: Sequence[str] = ()) -> Instruction:
     """An :class:`Instruction` from a schema-valid LLM reply; ValueError when it is unusable
-    or names anything ``text`` does not say (a grammar forces the model onto known names)."""
+    or names anything ``text`` does not say (a grammar forces the model onto known names).
+    ``objects`` tell an object from a colour block; ``waypoints`` read corridor labels."""
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise ValueError("the LLM's reply is not a plan")
     items: list[Item] = []
     unsaid: list[str] = []
     for n, s in enumerate(data["steps"], 1):
-        req = request_from_llm(s, text)
-        if req is None:
-            raise ValueError(f"the LLM's step {n} is not a request")
-        unsaid += ungrounded(req, text)
-        step = Step(req)
-        if s.get("look") and req.intent == "go_to":
-            step = Step(replace(req, colour="", look_kind=""), True, req.colour, req.look_kind)
-        if s.get("when") == "if":
-            target = s.get("if_object") or s.get("if_colour", "")
-            kind = "objects" if s.get("if_object") else "colors"
-            cond = Condition(target, kind, s.get("if_place", ""), bool(s.get("if_present")))
-            unsaid += ungrounded(TaskRequest("is_there", target, cond.place, look_kind=kind), text)
-            items.append(Conditional(cond, step))
-        elif s.get("when") == "else":
-            if not items or not isinstance(items[-1], Conditional) or items[-1].otherwise:
-                raise ValueError(f"the LLM's step {n} is an 'else' without an 'if'")
-            items[-1] = replace(items[-1], otherwise=step)
-        else:
-            items.append(step)
-    corridors = tuple(_key(c["a"], c["b"]) for c in data.get("avoid_corridors", []))
-    places = tuple(dict.fromkeys(data.get("avoid_places", [])))
+        if isinstance(s, dict) and "if" in s:
+            then, miss = _step(s.get("then"), text, objects, n)
+            other, miss2 = _step(s.get("else"), text, objects, n)
+            if then is None:
+                raise ValueError(f"the LLM's step {n} does nothing when its condition holds")
+            name, kind = _target(s["if"], objects)
+            cond = Condition(name, kind, s["at"], bool(s["present"]))
+            unsaid += miss + miss2 + ungrounded(TaskRequest("is_there", name, cond.place,
+                                                            look_kind=kind), text)
+            items.append(Conditional(cond, then, other))
+            continue
+        step, miss = _step(s, text, objects, n)
+        if step is None:
+            raise ValueError(f"the LLM's step {n} does nothing")
+        unsaid += miss
+        items.append(step)
+    corridors = tuple(_pair(c, waypoints) for c in data.get("avoid_corridors", []))
+    places = tuple(dict.fromkeys(data.get("avoid", [])))
     for a, b in corridors:
         unsaid += ungrounded(TaskRequest("corridor_status", waypoint=a, waypoint2=b), text)
     for p in places:
