@@ -495,3 +495,21 @@ def test_a_step_handle_keeps_the_status_and_forwards_cancel_and_feedback():
     assert StepOutcome.of("succeeded", res, look, "", 0).reason == "camera_timeout"
     assert StepOutcome.of("succeeded", res, look, "colors=red", 9).ok
     assert not StepOutcome.of("aborted", res, look).ok
+
+
+def test_a_text_naming_two_places_goes_to_the_plan_reader_not_the_single_request_llm():
+    # the single-request schema holds one place: asked there, the model dropped the second
+    text = "tour the kitchen and the office"
+    llm = ScriptedLlm([_llm_plan([{"go": "kitchen"}, {"go": "office"}])])
+    p = parse(text, llm=llm)
+    assert isinstance(p, Plan) and intents(p) == [("go_to", "kitchen", False),
+                                                  ("go_to", "office", False)], p
+    assert "steps" in llm.calls[0][1]["properties"]  # the plan schema was asked
+
+
+def test_a_drive_right_before_a_look_in_the_same_place_is_the_looks_own_drive():
+    llm = ScriptedLlm([_llm_plan([{"go": "pantry"}, {"look": "pantry", "for": "cup"},
+                                  {"go": "office"}])])
+    p = parse("scoot to the pantry, nose around for the cup, then off to the office", llm=llm)
+    assert isinstance(p, Plan), p
+    assert p.instruction.describe() == ["1. look for the cup in pantry", "2. go to office"]

@@ -668,7 +668,11 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
     objects, wps = tuple(objects), world_map.waypoint_ids
     said = _normal(text)
     t = canonical(said, colours, wps, objects)
-    one = not is_instruction(t, colours, wps, objects)
+    cols, places, objs = names_in(t, colours, wps, objects)
+    # one request holds at most one place (two for a corridor) and one target: more names go
+    # through the instruction readers, never the single-request LLM, which would drop some
+    one = not is_instruction(t, colours, wps, objects) and len(cols) + len(objs) <= 1 and (
+        len(places) <= 1 or parse_request(t, colours, wps, objects) is not None)
     if one and parse_request(t, colours, wps, objects) is None:
         # one part the request grammar does not read ("check the pantry"): the instruction
         # grammar may; if it cannot either, the request path (and its LLM) has it as before
@@ -748,6 +752,18 @@ _INSTRUCTION_TEXT = """
 _INSTRUCTION_WORDS = frozenset(_INSTRUCTION_TEXT.split())
 
 
+def _merged(inst: Instruction) -> Instruction:
+    """``inst`` without a drive to a place right before a look in that same place: the look
+    drives there itself ("go to the cellar and have a look for the laptop" is one look)."""
+    items = list(inst.items)
+    keep = [not (isinstance(a, Step) and isinstance(b, Step) and not a.look and b.look
+                 and a.request.intent == "go_to" and a.place == b.place)
+            for a, b in zip(items, [*items[1:], None], strict=True)]
+    if all(keep):
+        return inst
+    return replace(inst, items=tuple(it for it, k in zip(items, keep, strict=True) if k))
+
+
 def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | None = None,
                objects: Sequence[str] | None = None, at: str = "", how: str = ""
                ) -> Plan | Refused:
@@ -759,6 +775,7 @@ def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | 
         inst.validate(world_map, colours, objects)
     except ValueError as exc:
         return Refused(str(exc))
+    inst = _merged(inst)
     pos = at if world_map.has(at) else ""
     for n, it in enumerate(inst.items, 1):
         ends: set[str] = set() if isinstance(it, Step) or it.otherwise else {pos}
