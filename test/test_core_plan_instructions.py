@@ -513,3 +513,19 @@ def test_a_drive_right_before_a_look_in_the_same_place_is_the_looks_own_drive():
     p = parse("scoot to the pantry, nose around for the cup, then off to the office", llm=llm)
     assert isinstance(p, Plan), p
     assert p.instruction.describe() == ["1. look for the cup in pantry", "2. go to office"]
+
+
+def test_a_part_the_robot_cannot_do_is_refused_not_dropped():
+    # one place and one object: once the single-request LLM's, which could only drop "grab"
+    llm = ScriptedLlm([_llm_plan([{"go": "kitchen"}, {"do": "cannot"}])])
+    p = parse("zip across to the kitchen and grab me the cup", llm=llm)
+    assert isinstance(p, Refused) and "something I cannot do" in p.reason, p
+    assert "steps" in llm.calls[0][1]["properties"]  # the plan reader, not the request one
+
+
+def test_the_plan_reader_can_ask_about_a_corridor():
+    llm = ScriptedLlm([_llm_plan([{"corridor": "hall-lab"}])])
+    p = parse("could the robot squeeze through from hall to lab now", llm=llm)
+    assert isinstance(p, Plan), p
+    r = p.instruction.steps()[0].request
+    assert (r.intent, r.waypoint, r.waypoint2) == ("corridor_status", "hall", "lab")

@@ -682,14 +682,17 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
                               "understood by the instruction grammar")
         except (_Stop, _NotRead, ValueError):
             pass
-    if one:
+    if one and (llm is None or parse_request(t, colours, wps, objects) is not None):
         if parse_request(said, colours, wps, objects) is not None:
             t = said  # read whole as the user said it: the request keeps the user's words
-        try:
-            req, how = understand(t, colours, wps, llm, objects)
+        try:  # what no grammar reads is refused as a single request always was
+            req, how = understand(t, colours, wps, None, objects)
         except ValueError as exc:
             return Refused(str(exc))
         return Plan(Instruction((Step(req),), text=req.text, source=req.source), how)
+    # what no grammar reads goes to the plan reader below, one-part texts too: its schema
+    # holds every request and "cannot" (the single-request schema had no way to say that a
+    # part was not understood, and dropped it: "go to the laundry and grab the backpack")
     ctx = _Ctx((tuple(colours), world_map, objects))
     try:
         inst, how = _grammar(t, ctx), "understood by the instruction grammar"

@@ -40,7 +40,8 @@ PLAN_SYSTEM = (
     '{"go": place}: drive there. {"look": place, "for": thing or ""}: drive there and look '
     '(for a thing, if one is said). {"find": thing}: search for it. {"seen": thing}: drive to '
     'where it was last seen. {"where": thing}: say where it was last seen. {"is": thing, '
-    '"at": place}: say whether it is there. {"do": "dock"}: return to the charger. '
+    '"at": place}: say whether it is there. {"corridor": corridor}: say whether it is open. '
+    '{"do": "dock"}: return to the charger. '
     '{"do": "changes"}: say what changed. {"do": "cannot"}: a part the robot cannot do '
     "(it only drives, looks, searches, answers from memory and docks).\n"
     '{"if": thing, "at": place, "present": true or false, "then": step, "else": step or '
@@ -75,7 +76,7 @@ def things(colours: Sequence[str], objects: Sequence[str] = ()) -> list[str]:
 
 
 def _step_schema(colours: Sequence[str], waypoints: Sequence[str], objects: Sequence[str],
-                 extra: Sequence[str] = ()) -> dict:
+                 pairs: Sequence[str], extra: Sequence[str] = ()) -> dict:
     place = {"type": "string", "enum": list(waypoints)}
     thing = {"type": "string", "enum": things(colours, objects)}
 
@@ -85,7 +86,7 @@ def _step_schema(colours: Sequence[str], waypoints: Sequence[str], objects: Sequ
 
     return {"anyOf": [obj(go=place), obj(look=place, **{"for": {"type": "string", "enum": [
         "", *things(colours, objects)]}}), obj(find=thing), obj(seen=thing), obj(where=thing),
-        obj(**{"is": thing, "at": place}),
+        obj(**{"is": thing, "at": place}), obj(corridor={"type": "string", "enum": list(pairs)}),
         obj(do={"type": "string", "enum": ["dock", "changes", "cannot", *extra]})]}
 
 
@@ -93,16 +94,16 @@ def plan_schema(colours: Sequence[str], waypoints: Sequence[str],
                 objects: Sequence[str] = (), corridors: Sequence[tuple[str, str]] = ()) -> dict:
     """JSON schema of an LLM-parsed instruction (the compact steps of this module's doc);
     ``corridors``: the map's corridors, offered as "a-b" (none: every pair of places)."""
-    step = _step_schema(colours, waypoints, objects)
+    pairs = [f"{a}-{b}" for a, b in (corridors or [(a, b) for i, a in enumerate(waypoints)
+                                                   for b in waypoints[i + 1:]])]
+    step = _step_schema(colours, waypoints, objects, pairs)
     cond = {"type": "object", "properties": {
         "if": {"type": "string", "enum": things(colours, objects)},
         "at": {"type": "string", "enum": list(waypoints)},
         "present": {"type": "boolean"},
         "then": step,
-        "else": _step_schema(colours, waypoints, objects, ("nothing",))},
+        "else": _step_schema(colours, waypoints, objects, pairs, ("nothing",))},
         "required": ["if", "at", "present", "then", "else"], "additionalProperties": False}
-    pairs = [f"{a}-{b}" for a, b in (corridors or [(a, b) for i, a in enumerate(waypoints)
-                                                   for b in waypoints[i + 1:]])]
     return {"type": "object", "properties": {
         "steps": {"type": "array", "items": {"anyOf": [*step["anyOf"], cond]}, "minItems": 1,
                   "maxItems": MAX_STEPS},
@@ -137,7 +138,8 @@ def _target(thing: str, objects: Sequence[str]) -> tuple[str, str]:
     return thing[:-len(" block")], "colors"
 
 
-def _step(s: Any, text: str, objects: Sequence[str], n: int) -> tuple[Step | None, list[str]]:
+def _step(s: Any, text: str, objects: Sequence[str], n: int, waypoints: Sequence[str] = ()
+          ) -> tuple[Step | None, list[str]]:
     """One compact step as a :class:`Step` (None for {"do": "nothing"}), and the names it
     uses that ``text`` does not say."""
     if not isinstance(s, dict) or not s:
@@ -157,6 +159,9 @@ def _step(s: Any, text: str, objects: Sequence[str], n: int) -> tuple[Step | Non
     elif verb == "is":
         name, kind = _target(s["is"], objects)
         req = TaskRequest("is_there", name, s["at"], text=text, source="llm", look_kind=kind)
+    elif verb == "corridor":
+        a, b = _pair(s["corridor"], waypoints)
+        req = TaskRequest("corridor_status", waypoint=a, waypoint2=b, text=text, source="llm")
     elif verb == "do" and s["do"] in ("dock", "changes"):
         req = TaskRequest(s["do"], text=text, source="llm")
     elif verb == "do" and s["do"] == "nothing":
@@ -189,8 +194,8 @@ def plan_from_llm(data: Any, text: str, objects: Sequence[str] = (),
     unsaid: list[str] = []
     for n, s in enumerate(data["steps"], 1):
         if isinstance(s, dict) and "if" in s:
-            then, miss = _step(s.get("then"), text, objects, n)
-            other, miss2 = _step(s.get("else"), text, objects, n)
+            then, miss = _step(s.get("then"), text, objects, n, waypoints)
+            other, miss2 = _step(s.get("else"), text, objects, n, waypoints)
             if then is None:
                 raise ValueError(f"the LLM's step {n} does nothing when its condition holds")
             name, kind = _target(s["if"], objects)
@@ -199,7 +204,7 @@ def plan_from_llm(data: Any, text: str, objects: Sequence[str] = (),
                                                             look_kind=kind), text)
             items.append(Conditional(cond, then, other))
             continue
-        step, miss = _step(s, text, objects, n)
+        step, miss = _step(s, text, objects, n, waypoints)
         if step is None:
             raise ValueError(f"the LLM's step {n} does nothing")
         unsaid += miss
