@@ -273,6 +273,62 @@ def test_same_seed_same_run_different_seed_different_frames():
     assert any(not np.array_equal(x[3], z[3]) for x, z in zip(a, c, strict=True))
 
 
+def _arrive_at_room_b(keyed: bool, detour: bool) -> tuple[Simulator, np.ndarray]:
+    """A robot in episode 1 arriving at room_b for the first time in the episode, after a
+    history that is either short (straight there) or long (earlier trips and another
+    episode); returns the simulator and the frame it renders there under one noise key."""
+    sim = Simulator(load_world("nuisance_only"), seed=7, keyed_arrivals=keyed)
+    if detour:
+        sim.navigate("store")
+        sim.navigate("room_a")
+        sim.odometry()
+        sim.render_camera(160, 120)
+        sim.navigate("room_b")  # an arrival at room_b, but in episode 0
+    sim.begin_episode(1)
+    sim.teleport("dock", battery=1.0)
+    if detour:
+        sim.navigate("room_a")
+    sim.navigate("room_b")
+    return sim, sim.render_camera(160, 120, noise_key=[1, 3, 0, 0])
+
+
+def test_keyed_arrivals_give_the_same_pose_and_frame_whatever_came_before():
+    """Methods compared side by side must meet the same stop pose on the same arrival: with
+    keyed_arrivals the jitter is a function of (seed, episode, waypoint, k-th arrival), not of
+    how many stops came before. The sequential draw (keyed_arrivals off) fails this."""
+    short, frame_short = _arrive_at_room_b(keyed=True, detour=False)
+    long_, frame_long = _arrive_at_room_b(keyed=True, detour=True)
+    wp = short.world.waypoint("room_b")
+    assert math.dist((short.pose.x, short.pose.y), (wp.x, wp.y)) > 0  # jitter is on (0.02 m)
+    assert short.arrival_key == long_.arrival_key == (1, 3, 0)
+    assert short.pose == long_.pose
+    assert np.array_equal(frame_short, frame_long)
+    assert short.odometry() == long_.odometry()  # the first odometry read there, too
+    # the old sequential draw: the long history consumed draws, so the pose differs
+    seq_short, _ = _arrive_at_room_b(keyed=False, detour=False)
+    seq_long, _ = _arrive_at_room_b(keyed=False, detour=True)
+    assert seq_short.pose != seq_long.pose
+    assert seq_short.arrival_key is None
+
+
+def test_keyed_arrivals_differ_between_arrivals_and_episodes():
+    """The second arrival at a waypoint in an episode, and the first in the next episode,
+    draw new jitter (keyed does not mean frozen)."""
+    sim = Simulator(load_world("nuisance_only"), seed=7, keyed_arrivals=True)
+    sim.navigate("room_b")
+    first, key1 = sim.pose, sim.arrival_key
+    sim.navigate("hall")
+    sim.navigate("room_b")
+    second, key2 = sim.pose, sim.arrival_key
+    sim.begin_episode(1)
+    sim.navigate("hall")
+    sim.navigate("room_b")
+    assert (key1, key2, sim.arrival_key) == ((0, 3, 0), (0, 3, 1), (1, 3, 0))
+    assert len({first, second, sim.pose}) == 3
+    odo = [sim.odometry() for _ in range(3)]
+    assert len(set(odo)) == 3  # repeated reads at one arrival still differ
+
+
 # ---------------------------------------------------------------- camera
 
 

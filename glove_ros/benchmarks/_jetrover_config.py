@@ -83,10 +83,14 @@ class BenchConfig:
     in pixels (None: its default, sized for 640x480; small frames need a smaller one);
     ``nav_dt``: simulation step while driving, seconds (travel times and outcomes do not
     depend on it; a larger one runs faster); ``common_noise``: the k-th look at a waypoint
-    in an episode gets the same frame noise and misses in every method (common random
-    numbers: side-by-side differences are the methods', not the dice's); None: on with
+    in an episode gets the same frame noise and misses in every method (common
+    random numbers: side-by-side differences are the methods', not the dice's); None: on with
     the darknet detector (so that methods side by side share its cached detections), off
-    with the colour detector (today's numbers).
+    with the colour detector (today's numbers). ``keyed_arrivals``: the k-th arrival at a
+    waypoint in an episode gets the same stop-pose jitter in every method (the simulator's
+    ``keyed_arrivals``), so with ``common_noise`` the same look sees the same frame; None: on
+    with the darknet detector, off with the colour detector (the drift suite's and the
+    colour worlds' numbers were measured with the sequential draw).
 
     ``detector``: ``color`` | ``darknet`` | ``auto`` (:data:`DETECTORS`; auto: darknet on a
     world whose ``look_kind`` is ``objects``, else color). With darknet a look renders
@@ -112,6 +116,7 @@ class BenchConfig:
     detector_min_area: int | None = None
     nav_dt: float = 0.1
     common_noise: bool | None = None
+    keyed_arrivals: bool | None = None
     detector: str = "auto"
     perception: str = "camera"
     look_min_count: int | None = None
@@ -145,6 +150,9 @@ class BenchConfig:
         if self.common_noise is not None and not isinstance(self.common_noise, bool):
             raise ValueError(f"common_noise must be true, false or None (automatic), got "
                              f"{self.common_noise!r}")
+        if self.keyed_arrivals is not None and not isinstance(self.keyed_arrivals, bool):
+            raise ValueError(f"keyed_arrivals must be true, false or None (automatic), got "
+                             f"{self.keyed_arrivals!r}")
         if self.detector not in DETECTORS:
             raise ValueError(f"detector must be one of {', '.join(DETECTORS)}, got "
                              f"{self.detector!r}")
@@ -191,14 +199,18 @@ class BenchConfig:
         noise = self.common_noise
         if noise is None:
             noise = detector == "darknet"
-        return replace(self, detector=detector, common_noise=noise)
+        keyed = self.keyed_arrivals
+        if keyed is None:
+            keyed = detector == "darknet"
+        return replace(self, detector=detector, common_noise=noise, keyed_arrivals=keyed)
 
     def describe(self) -> dict[str, Any]:
         """The perception settings as the JSON document records them."""
         out: dict[str, Any] = {"perception": self.perception,
                                "detector": self.detector if self.perception == "camera"
                                else "none (ground truth)",
-                               "common_noise": self.common_noise}
+                               "common_noise": self.common_noise,
+                               "keyed_arrivals": self.keyed_arrivals}
         if self.perception == "camera" and self.detector == "darknet":
             out["look_rule"] = {"frames": self.look_frames, "min_count": self.min_count}
         return out

@@ -63,6 +63,15 @@ def format_table(doc: Mapping[str, Any]) -> str:
         if b is not None and v is not None:
             lines.append(f"the best {'baseline' if kind == 'bare' else 're-test arm'}, "
                          f"{_label(b)}, needs {v:.2f}x the steps per task of GLOVE-async")
+    tuning = doc.get("baseline_tuning")
+    if tuning:
+        lines.append(f"baselines at settings frozen in {tuning.get('file', '?')}, tuned on seeds "
+                     f"{tuning.get('tuned_on_seeds')}"
+                     + (" (this seed is one of them: a development run)"
+                        if tuning.get("seed_in_tuning_set") else ""))
+    elif doc.get("baseline_sweep"):
+        lines.append("baselines at their best swept setting on this run (chosen after the "
+                     "fact on this seed)")
     lines += _drift_lines(doc)
     lines += _perception_lines(doc)
     lines.append("false alarms (one definition for every mode): observations after which "

@@ -289,7 +289,9 @@ class ModeRunner:
         self.episodes = self.config.episodes or default_episodes(world)
         self.tasks = make_tasks(world, self.episodes, self.config.seed)
         self.phases = phase_plan(world, self.episodes)
-        self.sim = Simulator(world, seed=world.seed + self.config.seed)
+        # the same arrival, the same stop pose (and, with common noise, the same frame)
+        self.sim = Simulator(world, seed=world.seed + self.config.seed,
+                             keyed_arrivals=bool(self.config.keyed_arrivals))
         dcfg = None if self.config.detector_min_area is None else \
             ColorDetectorConfig(min_area=self.config.detector_min_area)
         self.detector = ColorBlockDetector(dcfg)
@@ -378,7 +380,10 @@ class ModeRunner:
 
         With ``common_noise`` the k-th look at a waypoint within an episode draws its frame
         noise (and missed detections) from (episode, waypoint, k, frame): every method
-        compared side by side meets the same misses on the same visits."""
+        compared side by side meets the same misses on the same visits; with
+        ``keyed_arrivals`` (on with darknet) the simulator also keys each stop pose's jitter
+        by its arrival: the k-th arrival at a waypoint in an episode stands at the same pose
+        in every method, so the same look key there renders the same frame."""
         w, h = self.config.frame_size
         here = self.sim.at_waypoint or self.sim.last_waypoint
         key: list[int] | None = None

@@ -31,9 +31,14 @@ and its fair arm ``<Rule>+retest`` (GLOVE's stale-negative re-test policy,
 :mod:`glove_ros.core.verify.retest`) run through the same loop; ``--sweep`` runs each over
 its parameter values (:data:`BASELINE_SWEEP`, suite_fair's) and reports each at its best
 setting on this run (most successes after the first drift, then fewest steps: chosen
-after the fact, the strongest opponent GLOVE could face). ``best_baseline`` names the best
-bare rule and the best re-test arm; the ratios give steps of static memory and of the best
-baseline over GLOVE's.
+after the fact, the strongest opponent GLOVE could face, but tuned on the seed it reports).
+The project's rule is to tune on one seed range and report on another: ``--tune-from
+A.json B.json ... --write-baseline-params FILE`` sums the sweeps of development-seed runs
+and freezes each baseline's best setting in FILE; ``--baseline-params FILE`` then runs each
+baseline once at its frozen setting and records the file, the seeds it was tuned on and the
+settings in ``baseline_tuning`` (:mod:`glove_ros.benchmarks._jetrover_tuning`).
+``best_baseline`` names the best bare rule and the best re-test arm; the ratios give steps of
+static memory and of the best baseline over GLOVE's.
 Each task starts at a seeded random waypoint (``--task-start random``, the default: a
 patrolling robot gets its task wherever it is; with a fixed start the result would mostly
 measure whether the old place happens to lie on the way to the new one), or at the dock, or
@@ -106,6 +111,7 @@ from glove_ros.benchmarks._jetrover_config import (
 from glove_ros.benchmarks._jetrover_drift import DetectorRates
 from glove_ros.benchmarks._jetrover_report import format_table, write_plot
 from glove_ros.benchmarks._jetrover_runner import ModeRunner
+from glove_ros.benchmarks._jetrover_tuning import load_params, write_params
 from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
 from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.memory_rules import BASELINE_PARAMS
@@ -119,6 +125,7 @@ __all__ = [
     "FAST_MIN_AREA",
     "FAST_NAV_DT",
     "add_arguments",
+    "config_doc",
     "parse_baselines",
     "main",
     "result_stem",
@@ -218,6 +225,20 @@ def _after_drift(r: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
             sum(p["steps_per_task"] * p["episodes"] for p in ph) / n if n else 0.0)
 
 
+def _after_phases(r: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]
+                  ) -> list[Mapping[str, Any]]:
+    after = {p["name"] for p in phases[1:]} or {phases[0]["name"]}
+    return [p for p in r["phases"] if p["name"] in after]
+
+
+def _tasks_after_drift(r: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]) -> int:
+    return sum(p["episodes"] for p in _after_phases(r, phases))
+
+
+def _stale_after_drift(r: Mapping[str, Any], phases: Sequence[Mapping[str, Any]]) -> int:
+    return sum(p["stale_goals"] for p in _after_phases(r, phases))
+
+
 def _drift_doc(m: Mapping[str, Any]) -> dict[str, Any]:
     """The drift metrics of :meth:`ModeRunner.metrics` that the document keeps."""
     delays = m["detection_delays"]
@@ -238,16 +259,27 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
                   config: BenchConfig | None = None, planner: str = "greedy",
                   llm: Any = None, tick: Callable[[], Any] | None = None,
                   baselines: Sequence[str] = (),
-                  sweep: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
+                  sweep: Mapping[str, Sequence[Any]] | None = None,
+                  frozen: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run ``modes`` and ``baselines`` side by side on the same task sequence; the JSON
     result document. ``tick`` is called after every task (progress).
 
     ``baselines``: baseline rules (:data:`~glove_ros.core.verify.memory_views.RULE_PARAMS`)
     and ``<Rule>+retest`` arms; ``sweep``: rule -> parameter values each is run with (e.g.
     :data:`BASELINE_SWEEP`), the best setting kept (most successes after the first drift,
-    then fewest steps), every setting's score in ``baseline_sweep``."""
+    then fewest steps), every setting's score in ``baseline_sweep``; ``frozen``: settings
+    tuned on other seeds (:func:`~glove_ros.benchmarks._jetrover_tuning.load_params`'s
+    document): each baseline runs once at its frozen setting, recorded in
+    ``baseline_tuning`` (not with ``sweep``)."""
     w = world if isinstance(world, World) else load_world(world)
     cfg = (config or BenchConfig()).resolve(w)
+    if sweep and frozen:
+        raise ValueError("sweep or frozen baseline settings, not both: a sweep picks settings "
+                         "on this run, frozen settings were picked on other seeds")
+    fixed = dict((frozen or {}).get("settings", {}))
+    unset = [b for b in baselines if frozen is not None and b not in fixed]
+    if unset:
+        raise ValueError(f"no frozen setting for {', '.join(unset)}")
     for b in baselines:
         base, _ = split_retest(b)
         if base not in RULE_PARAMS or b in modes:
@@ -275,14 +307,18 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
     sweep_doc: dict[str, list[dict[str, Any]]] = {}
     for b in baselines:
         scored = []
-        for setting in _settings(b, sweep):
+        for setting in [dict(fixed[b])] if frozen is not None else _settings(b, sweep):
             r = run(b, setting)
             ok, steps = _after_drift(r, phases)
             scored.append((ok, -steps, r))
         scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
         results[b] = scored[0][2]
         sweep_doc[b] = [{"params": r["params"], "successes_after_drift": ok,
-                         "steps_per_task_after_drift": round(-st, 3)} for ok, st, r in scored]
+                         "steps_per_task_after_drift": round(-st, 3),
+                         "tasks_after_drift": _tasks_after_drift(r, phases),
+                         "stale_goals_after_drift": _stale_after_drift(r, phases),
+                         "false_alarms": r["drift"]["false_alarms"],
+                         "looks": r["drift"]["looks"]} for ok, st, r in scored]
     doc: dict[str, Any] = {
         "benchmark": "jetrover",
         "world": {
@@ -291,9 +327,7 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
             "drift_events": [_event_doc(e) for e in w.drift_events()],
             "nuisance_events": [_event_doc(e) for e in w.nuisance_events()],
         },
-        "config": {"episodes": episodes, "seed": cfg.seed, "max_steps": cfg.max_steps,
-                   "look_frames": cfg.look_frames, "frame_size": list(cfg.frame_size),
-                   "task_start": cfg.task_start, "planner": planner, **cfg.describe()},
+        "config": config_doc(cfg, episodes, planner),
         "verifier": VerifierConfig.from_dict(verifier_settings(w, cfg.verifier, "async")
                                              ).to_dict(),
         "phases": phases,
@@ -301,8 +335,13 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
         "modes": results,
     }
     doc["verifier"].pop("mode", None)
-    if sweep_doc:
+    if sweep_doc and frozen is None:
         doc["baseline_sweep"] = sweep_doc
+    if frozen is not None:
+        doc["baseline_tuning"] = {k: frozen[k] for k in ("file", "tuned_on_seeds",
+                                                         "seed_in_tuning_set", "selection")
+                                  if k in frozen}
+        doc["baseline_tuning"]["settings"] = {b: dict(fixed[b]) for b in baselines}
     bare = [b for b in baselines if not split_retest(b)[1]]
     fair = [b for b in baselines if split_retest(b)[1]]
     best = {k: _best(results, names, phases) for k, names in (("bare", bare), ("retest", fair))
@@ -323,6 +362,14 @@ def run_benchmark(world: World | str | Path, modes: Sequence[str] = MODES,
             "rates": rates.summary(),
         }
     return doc
+
+
+def config_doc(cfg: BenchConfig, episodes: int, planner: str = "greedy") -> dict[str, Any]:
+    """The document's ``config`` block for a resolved ``cfg`` (what a frozen-settings file
+    is checked against)."""
+    return {"episodes": episodes, "seed": cfg.seed, "max_steps": cfg.max_steps,
+            "look_frames": cfg.look_frames, "frame_size": list(cfg.frame_size),
+            "task_start": cfg.task_start, "planner": planner, **cfg.describe()}
 
 
 def _best(results: Mapping[str, Any], names: Sequence[str],
@@ -408,7 +455,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default)")
     parser.add_argument("--sweep", action="store_true",
                         help="run each baseline over its parameter values (suite_fair's) and "
-                        "report its best setting on this run")
+                        "report its best setting on this run (tuned on the reported seed: for "
+                        "development; report runs use --baseline-params)")
+    parser.add_argument("--baseline-params", default="", metavar="FILE",
+                        help="run each baseline once at the setting frozen in FILE (tuned on "
+                        "development seeds: --tune-from ... --write-baseline-params); the "
+                        "document records the file, its seeds and settings (not with --sweep)")
+    parser.add_argument("--tune-from", nargs="+", default=[], metavar="RESULT_JSON",
+                        help="with --write-baseline-params: the JSON documents of --sweep runs "
+                        "on development seeds (one per seed); their summed scores pick each "
+                        "baseline's setting; runs nothing else")
+    parser.add_argument("--write-baseline-params", default="", metavar="FILE",
+                        help="where --tune-from writes the frozen settings")
     parser.add_argument("--detector", choices=DETECTORS, default="auto",
                         help="color (HSV, colour blocks), darknet (the shipped YOLOv3-tiny, "
                         "object classes) or auto (default: the one that fits the world)")
@@ -494,17 +552,44 @@ def main(args: argparse.Namespace) -> int:
                           look_min_count=getattr(args, "look_min_count", None),
                           detection_cache=getattr(args, "detection_cache", "")).resolve(world)
         baselines = parse_baselines(getattr(args, "baselines", "none"))
+        tune_from = getattr(args, "tune_from", []) or []
+        write_to = getattr(args, "write_baseline_params", "") or ""
+        if bool(tune_from) != bool(write_to):
+            raise ValueError("--tune-from and --write-baseline-params go together")
+        if tune_from:
+            tuned = write_params(tune_from, write_to)
+            if tuned["world"] != world.name:
+                raise ValueError(f"--tune-from: the documents are of world {tuned['world']!r}, "
+                                 f"not {world.name!r}")
+            print(f"wrote {write_to}: tuned on seeds {tuned['tuned_on_seeds']}: "
+                  + ", ".join(f"{b} {p or 'defaults'}" for b, p in tuned["settings"].items()))
+            return 0
+        sweep = BASELINE_SWEEP if getattr(args, "sweep", False) else None
+        frozen = None
+        params_file = getattr(args, "baseline_params", "") or ""
+        if params_file:
+            if sweep:
+                raise ValueError("--baseline-params and --sweep exclude each other: frozen "
+                                 "settings were picked on other seeds, a sweep picks on this run")
+            if not baselines:
+                raise ValueError("--baseline-params needs --baselines (e.g. fair)")
+            frozen = load_params(params_file, world.name,
+                                 config_doc(cfg, cfg.episodes or default_episodes(world),
+                                            args.planner), baselines)
+            if frozen["seed_in_tuning_set"]:
+                print(f"glove-ros bench jetrover: note: seed {cfg.seed} is one of the seeds "
+                      f"{frozen['tuned_on_seeds']} these settings were tuned on (a development "
+                      "run, not a report)", file=sys.stderr)
     except (ValueError, FileNotFoundError) as exc:
         print(f"glove-ros bench jetrover: {exc}", file=sys.stderr)
         return 2
     modes = (*MODES, "oracle") if args.mode == "all" else (args.mode,)
-    sweep = BASELINE_SWEEP if getattr(args, "sweep", False) else None
     runs = len(modes) + sum(len(_settings(b, sweep)) for b in baselines)
     bar = Progress((cfg.episodes or default_episodes(world)) * runs, "tasks", "task",
                    enabled=args.progress)
     try:
         doc = run_benchmark(world, modes, cfg, args.planner, tick=lambda: bar.update(1),
-                            baselines=baselines, sweep=sweep)
+                            baselines=baselines, sweep=sweep, frozen=frozen)
     except Exception as exc:  # e.g. the LLM cannot be loaded
         from glove_ros.core.llm.runtime import LlmLoadError
 

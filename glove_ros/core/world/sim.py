@@ -34,7 +34,16 @@ simulated time passes.
   report ``objects=cup,person*2`` (:meth:`WorldState.expected_signature`).
 
 Everything random is drawn from generators seeded by ``(seed, stream, counter)``: the same
-seed and the same calls give the same frames, poses and outcomes.
+seed and the same calls give the same frames, poses and outcomes. With ``keyed_arrivals``
+the stop pose's jitter and the odometry noise read there are drawn from the arrival's key
+instead of a running counter: ``(episode, waypoint, k)`` for the k-th arrival at that
+waypoint in the episode (:meth:`Simulator.arrival_key`). Two simulators of the same world
+and seed whose robots took different routes then stand at the same pose on the same
+arrival, and, rendering with the same ``noise_key``, see the same frame (common random
+numbers for methods compared side by side, e.g. ``bench jetrover``).
+
+The world's ground truth (:class:`WorldState`, :class:`Placement`, :class:`Obstacle`) lives
+in :mod:`glove_ros.core.world.worldstate` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -43,27 +52,16 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from glove_ros.core.memory.looks import look_signature
 from glove_ros.core.world.photos import object_photo, require_photos
 from glove_ros.core.world.scene import scene_frame
-from glove_ros.core.world.worldevents import (
-    BlockEdge,
-    DetectionDropout,
-    Event,
-    MissDetections,
-    MoveBlock,
-    NewObstacle,
-    OpenEdge,
-    PoseJitter,
-    ShiftBlock,
-    SwapBlocks,
-)
-from glove_ros.core.world.worldfile import BLOCK_COLORS, World, edge_key
+from glove_ros.core.world.worldevents import Event
+from glove_ros.core.world.worldfile import BLOCK_COLORS, World
+from glove_ros.core.world.worldstate import Obstacle, Placement, WorldState
 
 __all__ = [
     "NAV_OUTCOMES",
@@ -103,211 +101,8 @@ class Pose2D:
     yaw: float
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a block is now (ground truth); ``object`` is set (and ``color`` empty) for an
-    object block."""
-
-    block_id: str
-    color: str
-    waypoint: str
-    offset: tuple[float, float]
-    size: float
-    object: str = ""
-
-    @property
-    def name(self) -> str:
-        """The object class if set, else the colour: what a look reports for it."""
-        return self.object or self.color
-
-
-@dataclass(frozen=True)
-class Obstacle:
-    """A grey box placed by a ``new_obstacle`` nuisance."""
-
-    id: str
-    waypoint: str
-    offset: tuple[float, float]
-    size: float
-
-
 def _wrap(angle: float) -> float:
     return (angle + math.pi) % (2 * math.pi) - math.pi
-
-
-# --------------------------------------------------------------------------- world state
-
-
-class WorldState:
-    """The mutable ground truth of a world: block placements, blocked edges, nuisances.
-
-    Events are applied once, in file order, when :meth:`advance` reaches their trigger.
-    """
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self._episode = -1
-        self._time = 0.0
-        self._placements = {
-            b.id: Placement(b.id, b.color, b.waypoint, tuple(b.offset), b.size, b.object)
-            for b in world.blocks
-        }
-        self._blocked = {e.key for e in world.edges if e.blocked}
-        self._obstacles: dict[str, tuple[Obstacle, NewObstacle]] = {}
-        self._dropout_left = 0
-        self._pending = list(world.events)
-        self._applied: list[Event] = []
-        self.advance(episode=0, time=0.0)
-
-    # ------------------------------------------------------------------ events
-
-    @property
-    def episode(self) -> int:
-        """Current episode index (starts at 0)."""
-        return self._episode
-
-    @property
-    def time(self) -> float:
-        """Current simulated time, seconds."""
-        return self._time
-
-    @property
-    def applied_events(self) -> tuple[Event, ...]:
-        """Events applied so far, in the order they took effect."""
-        return tuple(self._applied)
-
-    def advance(self, *, episode: int | None = None, time: float | None = None) -> list[Event]:
-        """Move to ``episode`` and/or ``time`` and apply every event now due.
-
-        Both only move forward (ValueError otherwise). Returns the newly applied events.
-        """
-        if episode is not None:
-            if episode < self._episode:
-                raise ValueError(f"episode {episode} is before the current episode "
-                                 f"{self._episode}; episodes only move forward (build a new "
-                                 "WorldState to replay)")
-            self._episode = episode
-        if time is not None:
-            if time < self._time - 1e-9:
-                raise ValueError(f"time {time} is before the current time {self._time}")
-            self._time = max(self._time, time)
-        fired = []
-        still = []
-        for ev in self._pending:
-            if ev.due(self._episode, self._time):
-                self._apply(ev)
-                fired.append(ev)
-            else:
-                still.append(ev)
-        self._pending = still
-        self._applied.extend(fired)
-        return fired
-
-    def _apply(self, ev: Event) -> None:
-        if isinstance(ev, SwapBlocks):
-            a, b = (self._placements[i] for i in ev.blocks)
-            self._placements[a.block_id] = replace(a, waypoint=b.waypoint, offset=b.offset)
-            self._placements[b.block_id] = replace(b, waypoint=a.waypoint, offset=a.offset)
-        elif isinstance(ev, MoveBlock):
-            p = self._placements[ev.block]
-            self._placements[ev.block] = replace(p, waypoint=ev.waypoint,
-                                                 offset=tuple(ev.offset))
-        elif isinstance(ev, BlockEdge):
-            self._blocked.add(edge_key(*ev.edge))
-        elif isinstance(ev, OpenEdge):
-            self._blocked.discard(edge_key(*ev.edge))
-        elif isinstance(ev, ShiftBlock):
-            p = self._placements[ev.block]
-            off = (p.offset[0] + ev.dx, p.offset[1] + ev.dy)
-            self._placements[ev.block] = replace(p, offset=off)
-        elif isinstance(ev, NewObstacle):
-            self._obstacles[ev.id] = (Obstacle(ev.id, ev.waypoint, tuple(ev.offset), ev.size), ev)
-        elif isinstance(ev, DetectionDropout):
-            self._dropout_left += ev.frames
-        # MissDetections and PoseJitter act through the queries below while active.
-
-    # ------------------------------------------------------------------ queries
-
-    def placement(self, block_id: str) -> Placement:
-        """Current placement of ``block_id``."""
-        return self._placements[block_id]
-
-    def placements(self) -> tuple[Placement, ...]:
-        """Every block's current placement, sorted by block id."""
-        return tuple(self._placements[k] for k in sorted(self._placements))
-
-    def blocks_at(self, waypoint: str) -> tuple[Placement, ...]:
-        """Blocks now at ``waypoint``, sorted by id."""
-        return tuple(p for p in self.placements() if p.waypoint == waypoint)
-
-    def colors_at(self, waypoint: str) -> tuple[str, ...]:
-        """Sorted distinct names (colours, or object classes) now at ``waypoint`` (ground
-        truth, no nuisance)."""
-        return tuple(sorted({p.name for p in self.blocks_at(waypoint)}))
-
-    def counts_at(self, waypoint: str) -> dict[str, int]:
-        """Name -> how many blocks of it are now at ``waypoint`` (ground truth)."""
-        return dict(sorted(Counter(p.name for p in self.blocks_at(waypoint)).items()))
-
-    def expected_signature(self, waypoint: str) -> str:
-        """The outcome signature a perfect detector would report at ``waypoint``, in the
-        world's look kind: ``colors=blue,red`` or ``objects=cup,person*2``."""
-        return look_signature(self.counts_at(waypoint), self.world.look_kind)
-
-    def is_blocked(self, a: str, b: str) -> bool:
-        """Whether the corridor a-b is blocked now."""
-        return edge_key(a, b) in self._blocked
-
-    @property
-    def blocked_edges(self) -> frozenset[tuple[str, str]]:
-        """Keys of the corridors blocked now."""
-        return frozenset(self._blocked)
-
-    def obstacles_at(self, waypoint: str) -> tuple[Obstacle, ...]:
-        """Active nuisance obstacles at ``waypoint``."""
-        return tuple(o for o, ev in self._obstacles.values()
-                     if o.waypoint == waypoint and ev.active(self._episode, self._time))
-
-    def obstacles(self) -> tuple[Obstacle, ...]:
-        """Every active nuisance obstacle."""
-        return tuple(o for o, ev in self._obstacles.values()
-                     if ev.active(self._episode, self._time))
-
-    def miss_rate(self, block_id: str) -> float:
-        """Probability that ``block_id`` is left out of a frame now (largest active rate)."""
-        rates = [ev.rate for ev in self._applied if isinstance(ev, MissDetections)
-                 and ev.active(self._episode, self._time) and ev.applies_to(block_id)]
-        return max(rates, default=0.0)
-
-    def pose_jitter(self) -> tuple[float, float]:
-        """Active (sigma_xy, sigma_yaw) of pose jitter; (0, 0) when none."""
-        active = [ev for ev in self._applied if isinstance(ev, PoseJitter)
-                  and ev.active(self._episode, self._time)]
-        return (max((e.sigma_xy for e in active), default=0.0),
-                max((e.sigma_yaw for e in active), default=0.0))
-
-    @property
-    def dropout_frames_left(self) -> int:
-        """How many coming frames a detection dropout will still empty."""
-        return self._dropout_left
-
-    def take_dropout_frame(self) -> bool:
-        """Consume one dropout frame; True if the frame being rendered must be empty."""
-        if self._dropout_left > 0:
-            self._dropout_left -= 1
-            return True
-        return False
-
-    def object_position(self, waypoint: str, offset: tuple[float, float]) -> tuple[float, float]:
-        """Map-frame (x, y) of a point at ``offset`` (forward, left) from a waypoint pose."""
-        w = self.world.waypoint(waypoint)
-        c, s = math.cos(w.yaw), math.sin(w.yaw)
-        return (w.x + c * offset[0] - s * offset[1], w.y + s * offset[0] + c * offset[1])
-
-    def block_position(self, block_id: str) -> tuple[float, float]:
-        """Map-frame (x, y) of the centre of ``block_id``."""
-        p = self._placements[block_id]
-        return self.object_position(p.waypoint, p.offset)
 
 
 # --------------------------------------------------------------------------- navigation
@@ -434,9 +229,14 @@ class Simulator:
         world: a validated world.
         seed: noise seed; defaults to ``world.seed``.
         start: starting waypoint; defaults to ``world.start_waypoint``.
+        keyed_arrivals: draw each stop pose's jitter (and the odometry noise read there)
+            from the arrival's key (:meth:`arrival_key`) rather than in sequence, so the
+            same arrival gets the same pose whatever the robot did before (default off:
+            the sequential draws of earlier releases).
     """
 
-    def __init__(self, world: World, *, seed: int | None = None, start: str | None = None):
+    def __init__(self, world: World, *, seed: int | None = None, start: str | None = None,
+                 keyed_arrivals: bool = False):
         require_photos(world.objects)  # a class the camera cannot show is refused up front
         self.world = world
         self.seed = world.seed if seed is None else int(seed)
@@ -455,6 +255,12 @@ class Simulator:
         self._frame = 0
         self._odom_rng = np.random.default_rng([self.seed, 4])
         self._arrival_rng = np.random.default_rng([self.seed, 3])
+        self.keyed_arrivals = bool(keyed_arrivals)
+        self._wp_index = {w: i for i, w in enumerate(world.waypoint_ids)}
+        self._arrival_counts: dict[str, int] = {}
+        self._arrival_episode = -1
+        self._arrival_key: tuple[int, int, int] | None = None
+        self._odom_reads = 0
         self._bg_cache: dict[tuple[str, str, int, int], np.ndarray] = {}
 
     # ------------------------------------------------------------------ basic state
@@ -553,6 +359,8 @@ class Simulator:
         self._at = self._last = waypoint
         self._pose = Pose2D(w.x, w.y, w.yaw)
         self.docked = False
+        if self.keyed_arrivals:
+            self._arrive(waypoint)  # an arrival without jitter: keys the odometry read here
         if battery is not None:
             if not 0.0 <= battery <= 1.0:
                 raise ValueError(f"battery must be in 0..1, got {battery}")
@@ -582,7 +390,12 @@ class Simulator:
         syaw = math.hypot(self.world.robot.odom_sigma_yaw, jyaw)
         if sxy == 0 and syaw == 0:
             return self._pose
-        n = self._odom_rng.standard_normal(3)
+        if self.keyed_arrivals and self._arrival_key is not None and self._at is not None:
+            rng = np.random.default_rng([self.seed, 4, *self._arrival_key, self._odom_reads])
+            self._odom_reads += 1
+            n = rng.standard_normal(3)
+        else:
+            n = self._odom_rng.standard_normal(3)
         return Pose2D(float(self._pose.x + sxy * n[0]), float(self._pose.y + sxy * n[1]),
                       _wrap(float(self._pose.yaw + syaw * n[2])))
 
@@ -762,9 +575,32 @@ class Simulator:
             self._pose = Pose2D(w.x, w.y, self._pose.yaw)
             return
         sxy, syaw = self.state.pose_jitter()
-        n = self._arrival_rng.standard_normal(3) if (sxy or syaw) else np.zeros(3)
+        if self.keyed_arrivals:
+            key = self._arrive(waypoint)
+            n = np.random.default_rng([self.seed, 3, *key]).standard_normal(3)
+        else:
+            n = self._arrival_rng.standard_normal(3) if (sxy or syaw) else np.zeros(3)
         self._pose = Pose2D(float(w.x + sxy * n[0]), float(w.y + sxy * n[1]),
                             _wrap(float(w.yaw + syaw * n[2])))
+
+    @property
+    def arrival_key(self) -> tuple[int, int, int] | None:
+        """``(episode, waypoint index, k)`` of the robot's last arrival with
+        ``keyed_arrivals`` (the k-th at that waypoint in the episode, from 0; a teleport
+        counts as one); None without ``keyed_arrivals`` or before the first arrival."""
+        return self._arrival_key
+
+    def _arrive(self, waypoint: str) -> tuple[int, int, int]:
+        """Count an arrival at ``waypoint`` in the current episode; returns its key."""
+        episode = max(self.state.episode, 0)
+        if episode != self._arrival_episode:
+            self._arrival_counts.clear()
+            self._arrival_episode = episode
+        k = self._arrival_counts.get(waypoint, 0)
+        self._arrival_counts[waypoint] = k + 1
+        self._arrival_key = (episode, self._wp_index[waypoint], k)
+        self._odom_reads = 0
+        return self._arrival_key
 
     def _remaining(self, nav: Navigation) -> float:
         if not nav.path:
