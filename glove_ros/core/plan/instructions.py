@@ -444,6 +444,8 @@ def _step(ctx: _Ctx, text: str) -> Step:
     if _THERE.search(text):
         text = _THERE.sub(lambda m: f"go {m[2] or ''}to the {_place(ctx, 'there')}", text)
     if _IT.search(text):
+        if ctx.target is None and not re.match(rf"{_VERB}\b", text.strip(), re.I):
+            raise _NotRead(f"{text!r} is not understood")  # "pick it up": no question to ask
         t = _target(ctx, _IT.search(text)[0])
         text = _IT.sub(_noun(*t), text)
     req = parse_request(text, c, wps, o)  # one reading, even with an "or" in it

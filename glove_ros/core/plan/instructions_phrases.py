@@ -97,6 +97,10 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?(?:peek|peep|glance|look|gander)\s+(?:inside|"
      r"in|into|at|around|round)\s+", "look in "),
     (r"\b(?:peek|peep|glance)\s+(?:inside|in|into|at)\s+", "look in "),
+    (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:quick\s+)?(?:once-over|look|check|glance|"
+     r"look-see)" + _END, r"check \g<p>"),
+    (r"\bhave\s+a\s+(?:quick\s+)?(?:nose|poke|rummage|scout)\s+(?:around|round|about)\s+(?:in\s+)?"
+     r"(?=the\s)", "look in "),
     (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?look\s+for\s+", "look for "),
     (r"\b(?:look|search|hunt)\s+(?:around|round|about|through)\s+(?P<p>" + _PLACE + r")\s+for\s+"
      r"(?P<t>" + _THING + r")" + _END, r"look for \g<t> in \g<p>"),
@@ -105,12 +109,17 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
      r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
     (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
-    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know)\s+(?:whether|if)\s+(?P<t>" + _THING
+    (r"\b(is|are)\s+(still\s+)?(?:lying|sitting|standing|kept|left|parked|hanging)\s+(?=(?:in|at|"
+     r"inside)\s)", r"\1 \2"),
+    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+you\s+"
+     r"know)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
-    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know)\s+(?:whether|if)\s+there\s+(is|are)\s+",
+    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+"
+     r"you\s+know)\s+(?:whether|if)\s+there\s+(is|are)\s+",
      r"is there "),
     (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
     (r"\bwherever\b", "where"),
+    (r"\b(?:hunt|track|seek|search)\s+(?:down|out)\s+|\bgo\s+(?:and\s+)?find\s+", "find "),
     # conditions
     (r"\bshould\s+(?P<t>" + _THING + r")\s+be\s+(?:missing|absent|gone)\s+from\s+",
      r"if \g<t> is not in "),
