@@ -20,8 +20,8 @@ questions the static arm of the same answerer gets wrong, answered right), fallb
 latency p50 / p95 and tokens per answer, with llama.cpp's own counters (prompt tokens it
 evaluated past the reused prefix, ms per prompt and per output token), which do not depend
 on what else runs on the cores as wall time does. Development seeds (rule choice, prompt
-work: 0-2 and 1000-1002, the first report seeds) and report seeds (1003-1005) are disjoint
-and both named in the JSON, with the fingerprint of the frozen prompt. Writes
+work: 0-2, and 1000-1005, the earlier report seeds) and report seeds (1006-1008) are
+disjoint and both named in the JSON, with the fingerprint of the frozen prompt. Writes
 ``bench/results/qa.json`` (+ ``.png``).
 """
 
@@ -57,11 +57,12 @@ from glove_ros.progress import Progress, add_progress_argument
 
 #: recency rules the ``llm+<rule>`` arm is chosen from (templates, development seeds)
 RECENCY_RULES = ("LatestOverwrite", "RecentK", "SlidingWindow", "RecencyWeighted")
-#: development seeds: the recency rule is chosen on 0-2; 1000-1002 were the first report
-#: seeds, run once and then used to rework the prompt and grammar (so development now)
-DEV_SEEDS = (0, 1, 2, 1000, 1001, 1002)
+#: development seeds (the recency rule is chosen on them, by template accuracy): 0-2, and
+#: 1000-1002 and 1003-1005, report seeds each run once and then used to rework the prompt
+#: and grammar (so development now)
+DEV_SEEDS = (0, 1, 2, 1000, 1001, 1002, 1003, 1004, 1005)
 #: report seeds: fresh, run once on the frozen prompt
-REPORT_SEEDS = (1003, 1004, 1005)
+REPORT_SEEDS = (1006, 1007, 1008)
 #: the reply bound of an answer (a reply is about 10-25 tokens; the grammar ends it)
 ANSWER_MAX_TOKENS = 48
 

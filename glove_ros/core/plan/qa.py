@@ -21,17 +21,23 @@ Three separately testable pieces:
    contradicted at T"). Only facts that bear on the question are kept, current ones first.
 2. :class:`TemplateAnswerer` answers from the facts by rule (the baseline and the fallback).
 3. :class:`LlmAnswerer` asks a :class:`~glove_ros.core.llm.runtime.JsonLlm` for
-   ``{"v": value, "c": [fact numbers]}`` under a JSON-schema grammar (short keys: the reply
-   is about 11 tokens). The LLM decides the value (from :func:`value_choices`: where a
-   current fact answers, neither history nor ``unknown`` is a candidate) and which facts it
-   rests on (numbers 1..n of the retrieved facts, mapped back to entry ids). The rules decide
-   the rest: the contradicted history is cited and the answer stated stale when verified
-   memory holds OLD facts about the question (:func:`is_stale`), and the sentence is built
-   from the value and citations (:func:`_say`). A reply that fails the schema, times out, or
-   names a value or fact not offered is rejected and the template answers instead
-   (``error`` says why). The rules and examples, :mod:`glove_ros.core.plan.qa_prompt`, are
-   the same for every question (a prefix llama.cpp evaluates once); the question's facts
-   come last (:func:`question_text`).
+   ``{"v": value, "c": [item numbers]}`` under a JSON-schema grammar (short keys: the reply
+   is about 11 tokens). The model reads the facts as :func:`items`: one numbered line per
+   place or corridor, its current state first (``NOW``) and the contradicted history as a
+   clause after it ("changed T ago; before that: X"), so an old state is never a line of
+   its own that reads like a current one. The LLM decides the value and which items it
+   rests on (mapped back to entry ids); the grammar offers only values that current facts
+   hold (:func:`value_choices`: where a current fact answers, neither history nor
+   ``unknown`` is a candidate). List answers are sets picked from enumerated items
+   (:func:`item_choices`): "which corridors are closed" from the corridors with a current
+   state, "what changed" from the things that changed. The rules decide the rest: the
+   contradicted history is cited and the answer stated stale when verified memory holds OLD
+   facts about the question (:func:`is_stale`), and the sentence is built from the value
+   and citations (:func:`_say`). A reply that fails the schema, times out, or names a value
+   or item not offered is rejected and the template answers instead (``error`` says why;
+   the answer's ``source`` is then ``template``). The rules and examples,
+   :mod:`glove_ros.core.plan.qa_prompt`, are the same for every question (a prefix
+   llama.cpp evaluates once); the question's items come last (:func:`question_text`).
 
 Both return a :class:`QaAnswer`: text, machine-readable value, cited ids, stale flag, source
 (``llm`` / ``template``), latency and tokens. Objects are what looks record: colours in
@@ -53,9 +59,9 @@ from glove_ros.core.memory.looks import is_look_signature, look_names
 from glove_ros.core.plan.qa_prompt import EXAMPLES, PROMPT_SHA256, SYSTEM_PROMPT
 
 __all__ = ["KINDS", "Question", "Fact", "Retrieved", "QaAnswer", "Answerer", "retrieve",
-           "TemplateAnswerer", "LlmAnswerer", "answer_schema", "answer_messages",
-           "value_choices", "question_text", "is_stale", "corridor_label", "answer",
-           "PROMPT_SHA256", "SYSTEM_PROMPT"]
+           "TemplateAnswerer", "LlmAnswerer", "Item", "items", "item_choices",
+           "answer_schema", "answer_messages", "value_choices", "question_text", "is_stale",
+           "corridor_label", "answer", "PROMPT_SHA256", "SYSTEM_PROMPT"]
 
 KINDS = ("where", "when", "still_at", "what_at", "changes", "corridors", "how_sure")
 _OBJECT_KINDS = ("where", "when", "still_at", "how_sure")
@@ -501,10 +507,115 @@ def _sees(r: Retrieved) -> list[Fact]:
         f for f in r.facts if _says(f, obj)]
 
 
+@dataclass(frozen=True)
+class Item:
+    """One thing as the model reads it: a place's looks or a corridor, its current belief
+    ``now`` first, then the trusted looks that disagree (``also``) and the contradicted
+    history (``old``, newest contradiction first). Retrieval has already decided which is
+    which; one line per thing means a contradicted state is never a line of its own that
+    reads like a current one ("previously X, contradicted at T" is a clause of the current
+    line)."""
+
+    now: Fact | None
+    also: tuple[Fact, ...] = ()
+    old: tuple[Fact, ...] = ()
+
+    @property
+    def facts(self) -> tuple[Fact, ...]:
+        """Its facts: the belief, the minority, the history."""
+        return ((self.now,) if self.now is not None else ()) + self.also + self.old
+
+    @property
+    def name(self) -> str:
+        """The place, or the corridor's label."""
+        f = self.facts[0]
+        return f.place if f.action == _LOOK else f.corridor
+
+    @property
+    def ref(self) -> int:
+        """The entry id a citation of the item names: the belief's, else the newest history's."""
+        return self.facts[0].ref
+
+    def line(self, n: int, now: float, label: Mapping[str, str], obj: str = "",
+             status: bool = False) -> str:
+        """The item as the model reads it, numbered ``n``: ``#n NAME NOW: state (age; n/m
+        looks)``, then ``; changed T ago; before that: X`` per contradicted state (a
+        corridor's: ``; closed T ago`` / ``; re-opened T ago``).
+        ``obj``: the object asked about; a current look without it says ``no X``, or with
+        ``status`` (is X still at Y) the object's current presence is its own clause,
+        ``X: there now`` / ``X: NOT there now``, ahead of the history."""
+        def state(f: Fact) -> str:
+            if f.action == _LOOK:
+                return ", ".join(label.get(o, o) for o in f.objects) or "nothing"
+            return f.state
+
+        head = f"#{n} {'corridor ' if self.facts[0].action == _NAV else ''}{self.name} NOW: "
+        if self.now is None:
+            text = head + "not known"
+        else:
+            what = state(self.now)
+            look = bool(obj) and self.now.action == _LOOK
+            if look and not status and obj not in self.now.objects:
+                what += f", no {label.get(obj, obj)}"
+            text = head + (f"{what} ({age_text(now - self.now.seen)}; "
+                           f"{self.now.support}/{self.now.of} looks)")
+            if look and status:
+                text += (f"; {label.get(obj, obj)}: "
+                         f"{'there' if obj in self.now.objects else 'NOT there'} now")
+        for f in self.also:
+            text += f"; only {f.support}/{f.of} looks: {state(f)}"
+        for f in self.old[:2]:
+            ago = age_text(now - (f.stale_at or now))
+            if f.action == _NAV and self.now is not None:  # the change as an event: a
+                # re-opened corridor's line never says "closed"
+                text += f"; {'re-opened' if f.state == 'closed' else 'closed'} {ago}"
+            elif f.action == _NAV:
+                text += f"; was {f.state} until {ago}"
+            else:
+                text += f"; changed {ago}; before that: {state(f)}"
+        return text
+
+
+def items(r: Retrieved) -> tuple[Item, ...]:
+    """The retrieved facts as the model reads them: one :class:`Item` per place or corridor,
+    in the order retrieval put their first fact (current first; changes first for
+    ``changes``)."""
+    keyed: dict[tuple[str, str, str], list[Fact]] = {}
+    for f in r.facts:
+        keyed.setdefault((f.action, f.place, f.other), []).append(f)
+    out = []
+    for fs in keyed.values():
+        now = next((f for f in fs if f.belief), None)
+        out.append(Item(now, tuple(f for f in fs if f.minority),
+                        tuple(sorted((f for f in fs if not f.current),
+                                     key=lambda f: (-(f.stale_at or 0.0), -f.seen)))))
+    return tuple(out)
+
+
+#: list questions answered by picking items (their numbers): which corridors are closed
+#: (among the corridors with a current state), what changed (among the changed things)
+_ITEM_KINDS = ("changes", "corridors")
+
+
+def item_choices(r: Retrieved) -> dict[int, str]:
+    """Item number -> name, for the kinds whose answer is a set of items: only corridors
+    with a current state are candidates for "closed" (a re-opened corridor is one item,
+    open NOW, with its closed past as a clause), and only things that changed for "what
+    changed"."""
+    its = items(r)
+    if r.question.kind == "corridors":
+        keep = [i for i, it in enumerate(its) if it.now is not None
+                and it.now.action == _NAV]
+    else:
+        keep = [i for i, it in enumerate(its) if it.old]
+    return {i + 1: its[i].name for i in keep}
+
+
 def value_choices(r: Retrieved) -> dict[str, str]:
     """Allowed values shown to the model -> the canonical value they stand for. Where a
     current fact answers, neither contradicted history nor ``unknown`` (``none``) is a
-    candidate for what is true now."""
+    candidate for what is true now. For ``changes`` / ``corridors`` the model picks item
+    numbers (:func:`item_choices`); this maps their names."""
     q = r.question
     has_belief = any(f.belief for f in r.facts)
     if q.kind in ("where", "when"):
@@ -518,11 +629,8 @@ def value_choices(r: Retrieved) -> dict[str, str]:
         out = {v: "" for v in ("high", "medium", "low")} if known else {"none": ""}
     elif q.kind == "what_at":
         return {r.label(o): o for f in r.facts if f.current for o in f.objects}
-    elif q.kind == "changes":
-        return {k: k for k in sorted({f.place if f.action == _LOOK else f.corridor
-                                      for f in r.facts if not f.current})}
     else:
-        return {k: k for k in sorted({f.corridor for f in r.facts if f.current})}
+        return {k: k for k in sorted(set(item_choices(r).values()))}
     if not known:
         out[UNKNOWN] = ""
     return {k: k for k in out}
@@ -530,14 +638,22 @@ def value_choices(r: Retrieved) -> dict[str, str]:
 
 def answer_schema(r: Retrieved) -> dict[str, Any]:
     """The reply's JSON schema, short keys to keep the reply short: ``v`` (the value, from
-    :func:`value_choices`; a list for what_at / changes / corridors) and ``c`` (the numbers
-    1..n of the facts the answer rests on, as :meth:`Retrieved.text` numbers them)."""
-    choices = sorted(value_choices(r))
-    value: dict[str, Any] = {"enum": choices}
-    if r.question.kind in _LIST_KINDS:
-        value = ({"type": "array", "items": value, "maxItems": len(choices)} if choices
-                 else {"type": "array", "items": {"type": "string"}, "maxItems": 0})
-    n = len(r.facts)
+    :func:`value_choices`; a list for what_at; a list of item numbers from
+    :func:`item_choices` for changes / corridors) and ``c`` (the numbers 1..n of the items
+    the answer rests on, as :func:`question_text` numbers them)."""
+    kind = r.question.kind
+    if kind in _ITEM_KINDS:
+        nums = sorted(item_choices(r))
+        value: dict[str, Any] = {"type": "array", "items": {"enum": nums},
+                                 "maxItems": len(nums)} if nums else \
+            {"type": "array", "items": {"type": "integer"}, "maxItems": 0}
+    else:
+        choices = sorted(value_choices(r))
+        value = {"enum": choices}
+        if kind in _LIST_KINDS:
+            value = ({"type": "array", "items": value, "maxItems": len(choices)} if choices
+                     else {"type": "array", "items": {"type": "string"}, "maxItems": 0})
+    n = len(items(r))
     return {"type": "object", "properties": {
         "v": value,
         "c": {"type": "array", "items": {"enum": list(range(1, n + 1))}, "minItems": 1,
@@ -546,19 +662,29 @@ def answer_schema(r: Retrieved) -> dict[str, Any]:
 
 
 def question_text(r: Retrieved) -> str:
-    """The per-question part of the prompt (after the fixed rules and examples): facts,
-    question, choices."""
+    """The per-question part of the prompt (after the fixed rules and examples): the items
+    (one line per place or corridor, current state first), question, choices."""
     q = r.question
     words = q.text or f"{q.kind} {r.label(q.obj) if q.obj else ''} {q.place}".strip()
-    shown = ", ".join(sorted(value_choices(r)))
-    if q.kind in _LIST_KINDS:
-        shown = f"list of {shown or '(none)'}; [] = nothing"
-    return f"{r.text(numbered=True)}\nQ: {words}\nChoices: {shown}"
+    lines = "\n".join(it.line(i + 1, r.now, r.labels, q.obj, q.kind == "still_at")
+                      for i, it in enumerate(items(r))) or "(no memory)"
+    if q.kind in _ITEM_KINDS:
+        nums = ", ".join(map(str, sorted(item_choices(r))))
+        # retrieval kept only what changed in the asked time: the items say so (their
+        # minute-rounded ages can read as the window's edge)
+        shown = f"list of items {nums or '(none)'}" + (
+            " (all changed in that time)" if q.kind == "changes" and nums else "") + \
+            "; [] = nothing"
+    else:
+        shown = ", ".join(sorted(value_choices(r)))
+        if q.kind in _LIST_KINDS:
+            shown = f"list of {shown or '(none)'}; [] = nothing"
+    return f"{lines}\nQ: {words}\nChoices: {shown}"
 
 
 def answer_messages(r: Retrieved) -> list[dict[str, str]]:
     """System rules and examples first, identical for every question (llama.cpp reuses
-    their KV cache), then this question's facts (:func:`question_text`)."""
+    their KV cache), then this question's items (:func:`question_text`)."""
     msgs = [{"role": "system", "content": SYSTEM_PROMPT}]
     for user, reply in EXAMPLES:
         msgs += [{"role": "user", "content": user},
@@ -646,18 +772,24 @@ class LlmAnswerer:
         if not res.ok or not isinstance(res.data, dict):
             return self._fall(r, res.error or "no reply", res)
         d = res.data
-        choices = value_choices(r)
+        its = items(r)
         nums = [i for i in d.get("c", []) if isinstance(i, int) and not isinstance(i, bool)]
-        bad = [i for i in nums if not 1 <= i <= len(r.facts)]
+        bad = [i for i in nums if not 1 <= i <= len(its)]
         if bad or not nums:
-            return self._fall(r, f"cited facts not retrieved: {bad or 'none'}", res)
-        cited = _cite(r, [r.facts[i - 1].ref for i in nums])
+            return self._fall(r, f"cited items not retrieved: {bad or 'none'}", res)
+        cited = _cite(r, [its[i - 1].ref for i in nums])
         raw = d.get("v")
-        items = raw if isinstance(raw, list) else [raw]
-        if any(not isinstance(v, str) or v not in choices for v in items):
+        picked = raw if isinstance(raw, list) else [raw]
+        if r.question.kind in _ITEM_KINDS:
+            choices: Mapping[Any, str] = item_choices(r)
+            ok = all(isinstance(v, int) and not isinstance(v, bool) for v in picked)
+        else:
+            choices = value_choices(r)
+            ok = all(isinstance(v, str) for v in picked)
+        if not ok or any(v not in choices for v in picked):
             return self._fall(r, f"value {raw!r} not among the allowed values", res)
-        value = (_join(choices[v] for v in items) if r.question.kind in _LIST_KINDS
-                 else choices[items[0]])
+        value = (_join(choices[v] for v in picked) if r.question.kind in _LIST_KINDS
+                 else choices[picked[0]])
         stale = is_stale(r)
         return QaAnswer(r.question, _say(r, value, cited, stale), value, cited, stale, "llm",
                         res.elapsed_s, res.tokens, res.prompt_tokens, None,

@@ -3,9 +3,12 @@
 Kept apart from the code so that a change to it is visible on its own: ``glove-ros bench qa``
 records :data:`PROMPT_SHA256`, and the prompt is frozen before the report seeds run. The
 rules and examples are the same for every question, so llama.cpp evaluates them once and
-reuses their KV cache; only the question's facts are new each time. The examples use places
+reuses their KV cache; only the question's items are new each time. The examples use places
 and objects (kitchen, office, hall, shed, garage, porch; white mug, grey chair, black box)
-that no benchmark world uses, in the format of :func:`glove_ros.core.plan.qa.question_text`.
+that no benchmark world uses, in the format of :func:`glove_ros.core.plan.qa.question_text`:
+one line per place or corridor, its current state first and its contradicted history as a
+clause; list answers ("which corridors are closed", "what changed") as item numbers.
+Docstring edits do not change :data:`PROMPT_SHA256` (it hashes the rules and examples).
 """
 
 from __future__ import annotations
@@ -17,16 +20,20 @@ from typing import Any
 __all__ = ["SYSTEM_PROMPT", "EXAMPLES", "PROMPT_SHA256"]
 
 SYSTEM_PROMPT = (
-    "You answer questions about what a robot remembers, from the numbered facts given with "
-    "the question.\n"
-    "NOW: what the robot believes now (n/m: looks that agree).\n"
-    "ALSO: a few looks that disagree with NOW, often a missed detection; NOW wins.\n"
-    "OLD: an old memory that later looks contradicted. It is no longer true.\n"
-    "Reply with JSON. v: the answer, one of the choices, read from the NOW facts. c: the "
-    "facts it rests on, the NOW fact first, then the OLD facts about the same thing.\n"
-    "Is X still at Y: yes if the NOW fact of Y has X, else no.\n"
-    "How sure: high if all looks agree (n/n, n at least 2) and no OLD fact; medium "
-    "otherwise; low if X was seen only in OLD facts.")
+    "You answer questions about what a robot remembers, from the numbered items given with "
+    "the question. One item is one place or corridor.\n"
+    "NOW: what the robot believes now (n/m: looks that agree). Only NOW is true now.\n"
+    "'only n/m looks: X': a few looks that disagree, often a missed detection; NOW wins.\n"
+    "'changed T ago; before that: X': old memory, contradicted T ago. It is no longer true."
+    "\n'closed T ago', 're-opened T ago': when a corridor changed.\n"
+    "Reply with JSON. v: the answer, one of the choices, read from NOW. c: the items it "
+    "rests on.\n"
+    "Is X still at Y: yes if 'X: there now', no if 'X: NOT there now'.\n"
+    "Which corridors are closed: v lists every item whose NOW is closed, none whose NOW is "
+    "open.\n"
+    "What changed: v lists every item that changed.\n"
+    "How sure: high if all looks agree (n/n, n at least 2) and nothing changed; medium "
+    "otherwise; low if X was seen only before a change.")
 
 
 def _example(facts: str, question: str, choices: str, v: Any, c: list[int]
@@ -35,43 +42,41 @@ def _example(facts: str, question: str, choices: str, v: Any, c: list[int]
 
 
 EXAMPLES = (
-    _example("#1 NOW office: white mug (6 min ago; 3/3 looks)\n"
-             "#2 NOW kitchen: grey chair, no white mug (2 min ago; 2/2 looks)\n"
-             "#3 OLD kitchen had: white mug (40 min ago; no longer true since 2 min ago)",
-             "where did you last see the white mug?", "office", "office", [1, 3]),
-    _example("#1 NOW shed: black box (4 min ago; 3/3 looks)\n"
-             "#2 OLD shed had: nothing (20 min ago; no longer true since 9 min ago)",
-             "is the black box still in the shed?", "no, yes", "yes", [1, 2]),
-    _example("#1 NOW hall: nothing, no black box (1 min ago; 2/2 looks)\n"
-             "#2 OLD hall had: black box (30 min ago; no longer true since 1 min ago)",
-             "is the black box still in the hall?", "no, yes", "no", [1, 2]),
-    _example("#1 NOW garage: grey chair, white mug (3 min ago; 4/5 looks)\n"
-             "#2 ALSO garage had: grey chair (9 min ago; only 1/5 looks)",
+    _example("#1 office NOW: white mug (6 min ago; 3/3 looks)\n"
+             "#2 kitchen NOW: grey chair, no white mug (2 min ago; 2/2 looks); changed 2 min "
+             "ago; before that: white mug",
+             "where did you last see the white mug?", "office", "office", [1, 2]),
+    _example("#1 shed NOW: black box (4 min ago; 3/3 looks); black box: there now; changed 9 "
+             "min ago; before that: nothing",
+             "is the black box still in the shed?", "no, yes", "yes", [1]),
+    _example("#1 hall NOW: nothing (1 min ago; 2/2 looks); black box: NOT there now; changed 1 "
+             "min ago; before that: black box",
+             "is the black box still in the hall?", "no, yes", "no", [1]),
+    _example("#1 garage NOW: grey chair, white mug (3 min ago; 4/5 looks); white mug: there "
+             "now; only 1/5 looks: grey chair",
              "is the white mug still in the garage?", "no, yes", "yes", [1]),
-    _example("#1 NOW office: white mug (6 min ago; 3/3 looks)\n"
-             "#2 OLD kitchen had: white mug (40 min ago; no longer true since 2 min ago)",
+    _example("#1 office NOW: white mug (6 min ago; 3/3 looks)\n"
+             "#2 kitchen NOW: nothing, no white mug (2 min ago; 2/2 looks); changed 2 min ago; "
+             "before that: white mug",
              "when did you last see the white mug?", "6 min ago", "6 min ago", [1, 2]),
-    _example("#1 NOW garage: grey chair, white mug (3 min ago; 4/5 looks)\n"
-             "#2 ALSO garage had: grey chair (9 min ago; only 1/5 looks)",
+    _example("#1 garage NOW: grey chair, white mug (3 min ago; 4/5 looks); only 1/5 looks: "
+             "grey chair",
              "what is in the garage?", "list of grey chair, white mug; [] = nothing",
              ["grey chair", "white mug"], [1]),
-    _example("#1 NOW porch: nothing (2 min ago; 3/3 looks)\n"
-             "#2 OLD porch had: white mug (20 min ago; no longer true since 8 min ago)",
-             "what is on the porch?", "list of (none); [] = nothing", [], [1, 2]),
-    _example("#1 OLD kitchen had: white mug (40 min ago; no longer true since 2 min ago)\n"
-             "#2 OLD corridor hall-office was open (30 min ago; no longer true since 5 min ago)"
-             "\n#3 NOW kitchen: grey chair (2 min ago; 2/2 looks)\n"
-             "#4 NOW corridor hall-office is closed (3 min ago; 2/2 looks)",
-             "what changed in the last hour?", "list of hall-office, kitchen; [] = nothing",
-             ["hall-office", "kitchen"], [1, 2]),
-    _example("#1 NOW corridor hall-office is closed (3 min ago; 2/2 looks)\n"
-             "#2 OLD corridor hall-office was open (30 min ago; no longer true since 5 min ago)"
-             "\n#3 OLD corridor hall-kitchen was closed (50 min ago; no longer true since 20 "
-             "min ago)\n#4 NOW corridor hall-kitchen is open (4 min ago; 5/5 looks)",
-             "which corridors are closed?", "list of hall-kitchen, hall-office; [] = nothing",
-             ["hall-office"], [1, 2, 3]),
-    _example("#1 NOW shed: black box (5 min ago; 2/3 looks)\n"
-             "#2 ALSO shed had: nothing (8 min ago; only 1/3 looks)",
+    _example("#1 porch NOW: nothing (2 min ago; 3/3 looks); changed 8 min ago; before that: "
+             "white mug",
+             "what is on the porch?", "list of (none); [] = nothing", [], [1]),
+    _example("#1 corridor hall-office NOW: closed (3 min ago; 2/2 looks); closed 5 min ago\n"
+             "#2 kitchen NOW: grey chair (2 min ago; 2/2 looks); changed 2 min ago; before "
+             "that: white mug",
+             "what changed in the last hour?",
+             "list of items 1, 2 (all changed in that time); [] = nothing",
+             [1, 2], [1, 2]),
+    _example("#1 corridor hall-office NOW: closed (3 min ago; 2/2 looks); closed 5 min ago\n"
+             "#2 corridor hall-kitchen NOW: open (4 min ago; 5/5 looks); re-opened 20 min ago",
+             "which corridors are closed?", "list of items 1, 2; [] = nothing",
+             [1], [1, 2]),
+    _example("#1 shed NOW: black box (5 min ago; 2/3 looks); only 1/3 looks: nothing",
              "how sure are you where the black box is?", "high, low, medium", "medium", [1]),
 )
 
