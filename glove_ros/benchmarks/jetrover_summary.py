@@ -1,0 +1,126 @@
+"""Several ``bench jetrover`` runs of one world, summed: ``python -m
+glove_ros.benchmarks.jetrover_summary RUN.json... [--out FILE.json]``.
+
+Every mode of the runs (GLOVE async and sync, static, the oracle, each baseline and its
+``+retest`` arm at the frozen settings the runs record) is reported after the first drift,
+summed over the runs: successes, steps per task, stale goals, false alarms and looks (with
+the exact Poisson 95 % interval of false alarms per 1,000 looks), steps relative to GLOVE
+async, and per run the steps of GLOVE async, static and the best baseline (the fewest steps
+among the baselines with the most successes, as ``bench jetrover`` picks it). Refuses runs
+of different worlds or settings, and a seed twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from glove_ros.benchmarks._suite_alarms import poisson_interval
+
+_SAME = ("world", "config")  # what every summed run must share (the seed aside)
+
+
+def _key(doc: dict[str, Any]) -> str:
+    cfg = {k: v for k, v in doc.get("config", {}).items() if k != "seed"}
+    return json.dumps([doc.get("world"), cfg, doc.get("baseline_tuning", {}).get("settings")],
+                      sort_keys=True)
+
+
+def summarize(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The summed table (see the module doc); ValueError for mixed runs or a repeated seed."""
+    if not docs:
+        raise ValueError("no runs to summarize")
+    if len({_key(d) for d in docs}) != 1:
+        raise ValueError("the runs differ in world or settings; summarize one world's runs")
+    seeds = [d["config"]["seed"] for d in docs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"a seed appears twice: {seeds}")
+    modes: dict[str, dict[str, float]] = {}
+    per_seed = []
+    for d in docs:
+        row: dict[str, Any] = {"seed": d["config"]["seed"]}
+        for name, m in d["modes"].items():
+            dr = m["drift"]
+            acc = modes.setdefault(name, {"tasks": 0, "successes": 0, "steps": 0.0,
+                                          "stale_goals": 0, "false_alarms": 0, "looks": 0})
+            acc["tasks"] += dr["drift_tasks"]
+            acc["successes"] += dr["drift_successes"]
+            acc["steps"] += dr["steps_per_task"] * dr["drift_tasks"]
+            acc["stale_goals"] += dr["stale_goals"]
+            acc["false_alarms"] += dr["false_alarms"]
+            acc["looks"] += dr.get("looks", 0) or 0
+            row[name] = dr["steps_per_task"]
+        best = d.get("best_baseline", {}).get("bare", {}).get("name")
+        row["best_baseline"] = best
+        per_seed.append(row)
+    glove = modes["async"]["steps"] / modes["async"]["tasks"]
+    table = {}
+    for name, a in modes.items():
+        lo, hi = poisson_interval(int(a["false_alarms"]))
+        k = a["looks"] / 1000.0 if a["looks"] else None
+        table[name] = {
+            "tasks": a["tasks"], "successes": a["successes"],
+            "steps_per_task": round(a["steps"] / a["tasks"], 3),
+            "steps_vs_glove_async": round(a["steps"] / a["tasks"] / glove, 3),
+            "stale_goals": a["stale_goals"], "false_alarms": a["false_alarms"],
+            "looks": a["looks"],
+            "false_alarms_per_1000_looks": round(a["false_alarms"] / k, 2) if k else None,
+            "ci95_per_1000_looks": [round(lo / k, 2), round(hi / k, 2)] if k else None}
+    baselines = [n for n in table if n not in ("async", "sync", "static", "oracle")]
+    bare = [n for n in baselines if not n.endswith("+retest")]
+    top = max(table[n]["successes"] for n in bare)
+    best = min((n for n in bare if table[n]["successes"] == top),
+               key=lambda n: table[n]["steps_per_task"])
+    return {"benchmark": "jetrover_summary", "world": docs[0]["world"], "seeds": seeds,
+            "config": {k: v for k, v in docs[0]["config"].items() if k != "seed"},
+            "baseline_tuning": docs[0].get("baseline_tuning"), "modes": table,
+            "best_baseline_summed": best, "per_seed": per_seed}
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """The summary as text, one line per mode."""
+    seeds = doc["seeds"]
+    out = [f"{doc['world']}: seeds {min(seeds)}-{max(seeds)} ({len(seeds)} runs), after the "
+           "first drift, summed",
+           f"{'mode':<26} {'success':>9} {'steps/task':>10} {'vs async':>8} {'stale':>5} "
+           f"{'FA':>3} {'looks':>5} {'FA/1k looks [95%]':>20}"]
+    for name, m in doc["modes"].items():
+        ci = m["ci95_per_1000_looks"]
+        fa = f"{m['false_alarms_per_1000_looks']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "-"
+        out.append(f"{name:<26} {m['successes']:>4}/{m['tasks']:<4} {m['steps_per_task']:>10.3f} "
+                   f"{m['steps_vs_glove_async']:>7.3f}x {m['stale_goals']:>5} "
+                   f"{m['false_alarms']:>3} {m['looks']:>5} {fa:>20}")
+    out.append(f"best baseline over the runs (most successes, then fewest steps): "
+               f"{doc['best_baseline_summed']}")
+    out.append("per seed, steps per task after drift: " + "; ".join(
+        f"{r['seed']}: async {r['async']:.2f}, static {r['static']:.2f}, "
+        f"{doc['best_baseline_summed']} {r[doc['best_baseline_summed']]:.2f}"
+        for r in doc["per_seed"]))
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line (see the module doc)."""
+    ap = argparse.ArgumentParser(prog="python -m glove_ros.benchmarks.jetrover_summary",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", help="bench jetrover JSON documents of one world")
+    ap.add_argument("--out", default="", help="write the summary JSON here")
+    args = ap.parse_args(argv)
+    try:
+        doc = summarize([json.loads(Path(p).read_text(encoding="utf-8")) for p in args.runs])
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_table(doc))
+    if args.out:
+        Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
