@@ -84,7 +84,8 @@ def summarize(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def format_table(doc: dict[str, Any]) -> str:
     """The summary as text, one line per mode."""
     seeds = doc["seeds"]
-    out = [f"{doc['world']}: seeds {min(seeds)}-{max(seeds)} ({len(seeds)} runs), after the "
+    world = doc["world"].get("name", "?") if isinstance(doc["world"], dict) else doc["world"]
+    out = [f"{world}: seeds {min(seeds)}-{max(seeds)} ({len(seeds)} runs), after the "
            "first drift, summed",
            f"{'mode':<26} {'success':>9} {'steps/task':>10} {'vs async':>8} {'stale':>5} "
            f"{'FA':>3} {'looks':>5} {'FA/1k looks [95%]':>20}"]
