@@ -529,3 +529,17 @@ def test_the_plan_reader_can_ask_about_a_corridor():
     assert isinstance(p, Plan), p
     r = p.instruction.steps()[0].request
     assert (r.intent, r.waypoint, r.waypoint2) == ("corridor_status", "hall", "lab")
+
+
+@pytest.mark.parametrize("reply,text,added", [
+    ([{"look": "pantry", "for": "cup"}, {"do": "dock"}],
+     "scoot to the pantry, nose about for the cup", "a return to the dock"),
+    ([{"do": "changes"}, {"do": "dock"}], "time to wind down, head back",
+     "a report of what changed"),
+    ([{"if": "cup", "at": "pantry", "present": True, "then": {"go": "pantry"},
+       "else": {"do": "nothing"}}], "scoot to the pantry, nose about for the cup", "a condition"),
+])
+def test_a_step_the_text_gives_no_word_for_is_refused(reply, text, added):
+    # held-out set 3: the model added a dock, a "what changed" and a condition nobody asked for
+    p = parse(text, llm=ScriptedLlm([_llm_plan(reply)]))
+    assert isinstance(p, Refused) and f"the LLM added {added}" in p.reason, p

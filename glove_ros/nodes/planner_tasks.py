@@ -19,7 +19,7 @@ from glove_ros.action import RunTask
 from glove_ros.core.memory.experience import Transition
 from glove_ros.core.plan import instructions
 from glove_ros.core.plan.agent_types import Finish, Look, NavigateTo, Task
-from glove_ros.core.plan.tasks import TaskRequest, understand
+from glove_ros.core.plan.tasks import TaskRequest, parse_request, understand
 from glove_ros.msg import TaskOutcome
 
 
@@ -44,8 +44,11 @@ class TaskRunning:
     dock_client: Any
 
     def _execute_task(self, handle: Any) -> Any:
-        if instructions.is_instruction(handle.request.task, self._colors, self._map.waypoint_ids,
-                                       self._objects):  # several steps, constraints, an "if"
+        text, wps = handle.request.task, self._map.waypoint_ids
+        if instructions.is_instruction(text, self._colors, wps, self._objects) or (
+                text.strip() and parse_request(text, self._colors, wps, self._objects) is None):
+            # several steps, constraints, an "if"; or one part the request grammar does not
+            # read ("check the pantry", "swing by the lab"): read as `bench instructions` reads
             return self._execute_plan(handle)
         goal = handle.request
         result = RunTask.Result()

@@ -284,7 +284,7 @@ _AVOID = re.compile(
     r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
     r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near)|use|take|enter|"
-    r"cross|visit)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting)"
+    r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
 _BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage)\s+(?:between|from)\s+(?P<a>.+?)\s+"
@@ -407,6 +407,13 @@ def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
         if len(opts) != 1:
             raise _Stop(Clarify(f"Which corridor of {a}: {' or '.join(opts)}?", opts))
         return [], [_key(a, wm.neighbors(a)[0])]
+    # "the oratory and the corridor between cloister and tannery": places and corridors
+    lead = re.match(r"^(?P<w>.+?)(?:\s*,\s*|\s+(?:and|or|nor)\s+)(?P<c>(?:the\s+)?(?:corridor|"
+                    r"passage)\s+(?:between|from)\s.+|(?:the\s+)?\S+\s*[-/]\s*\S+\s+(?:corridor|"
+                    r"passage))$", x, re.I)
+    if lead:
+        w, _ = _constraint(ctx, lead["w"])
+        return w, _constraint(ctx, lead["c"])[1]
     parts = [p for p in re.split(r"\s*,\s*|\s+(?:and|or|nor)\s+", x) if p]
     return [_place(ctx, p) for p in parts], []
 

@@ -20,6 +20,7 @@ worked examples on names that are not the map's) is frozen before a held-out set
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -183,6 +184,33 @@ def _pair(label: str, waypoints: Sequence[str]) -> tuple[str, str]:
     return _key(a, b)
 
 
+#: the words that must be in the text for the model's step of that kind: a step is grounded in
+#: what was said, like a name (the model added "return to the dock" and "what changed" steps
+#: nobody asked for on the third held-out set)
+_SAID = {"dock": r"\b(?:dock|docking|charge|charger|charging|recharge|home|base|back)\b",
+         "changes": r"\b(?:chang\w*|new|different|moved|happened)\b",
+         "if": r"\b(?:if|unless|in\s+case|should|whether|otherwise|else|when|only)\b"}
+
+
+def _unsaid_kinds(data: Any, text: str) -> list[str]:
+    """The step kinds of the reply that ``text`` gives no word for (:data:`_SAID`)."""
+    kinds: list[str] = []
+
+    def walk(s: Any) -> None:
+        if not isinstance(s, dict):
+            return
+        if "if" in s:
+            kinds.append("if")
+            walk(s.get("then"))
+            walk(s.get("else"))
+        elif s.get("do") in ("dock", "changes"):
+            kinds.append(s["do"])
+
+    for s in data.get("steps", []) if isinstance(data, dict) else []:
+        walk(s)
+    return [k for k in dict.fromkeys(kinds) if not re.search(_SAID[k], text, re.I)]
+
+
 def plan_from_llm(data: Any, text: str, objects: Sequence[str] = (),
                   waypoints: Sequence[str] = ()) -> Instruction:
     """An :class:`Instruction` from a schema-valid LLM reply; ValueError when it is unusable
@@ -190,6 +218,12 @@ def plan_from_llm(data: Any, text: str, objects: Sequence[str] = (),
     ``objects`` tell an object from a colour block; ``waypoints`` read corridor labels."""
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise ValueError("the LLM's reply is not a plan")
+    extra = _unsaid_kinds(data, text)
+    if extra:
+        what = {"dock": "a return to the dock", "changes": "a report of what changed",
+                "if": "a condition"}
+        raise ValueError(f"the LLM added {', '.join(what[k] for k in extra)}, which the "
+                         "instruction does not ask for")
     items: list[Item] = []
     unsaid: list[str] = []
     for n, s in enumerate(data["steps"], 1):

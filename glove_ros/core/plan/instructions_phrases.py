@@ -30,13 +30,19 @@ _THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|
 #: contractions the grammar reads spelled out
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\b(there|it|what|where|that|here)'s\b", r"\1 is"),
-    (r"\byou're\b", "you are"), (r"\byou've\b", "you have"), (r"\bi'd\b", "i would"),
+    (r"\byou're\b", "you are"), (r"\b([a-z]+)'s\s+(?=(?:in|at|inside|still|not|there|here)\b)",
+                                 r"\1 is "), (r"\byou've\b", "you have"), (r"\bi'd\b", "i would"),
     (r"\bi'm\b", "i am"), (r"\blet's\b", "let us"),
 )
 
 #: (pattern, replacement) in the order they are tried; every one case-insensitive
 PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # hesitations and politeness: said, not meant as a step
+    (r"\b(?:would|do)\s+you\s+mind\s+(?P<v>driv|head|go|check|look|search|visit|find|return|"
+     r"com|stopp|swing|popp|dropp|tak|mak|bring)ing\b", r"\g<v>ing_"),
+    (r"\b(driv|com|tak|mak)ing_", r"\1e"),
+    (r"\b(stop|pop|drop)ping_", r"\1"),
+    (r"\b(\w+)ing_", r"\1"),
     (r"\b(?:um+|uh+|erm*|hmm+)\b\s*,?\s*", ""),
     (r"\b(?:or\s+(?:was|is)\s+it|or\s+maybe|or\s+perhaps|or\s+rather)\s+", "or "),
     (r"[,.?\s]*\b(?:one\s+of\s+(?:those|them|the\s+two)|i\s+(?:forget|am\s+not\s+sure))\s*$", ""),
@@ -52,17 +58,32 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"it)" + _END, ""),
     (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
     (r"\s(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", " "),
+    (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)?"
+     r"(?P<t>" + _THING + r")\s+(?:is|are)\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")"
+     + _END, r"look for \g<t> in \g<p>"),
+    (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?P<t>" + _THING
+     + r")\s+is\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")" + _END,
+     r"look for \g<t> in \g<p>"),
+    (r"^(?:that\s+is|that's)\s+(?:all|it)\s*,\s*", ""),
+    (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)\b", _DOCKING),
+    (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
+    (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by)(?:\s+around)?"
+     + _END, ""),
+    (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
+     "checked "),
     # order said as circumstances
     (r"^(?P<a>.+?)\s*,?\s+but\s+first\s+(?P<b>[^,;]+)$", r"\g<b>, then \g<a>"),
     (r"^(?P<a>.+?)\s*,?\s+(?:and\s+)?before\s+that\s*,?\s+(?P<b>[^,;]+)$", r"\g<b>, then \g<a>"),
+    (r"^(?P<a>[^,;]+?)\s*,?\s+but\s+(?P<b>[^,;]+?)\s+(?:before\s+that|first|beforehand)$",
+     r"\g<b>, then \g<a>"),
     (r"\s+(?:first|firstly)\s*,?\s+and\s+(?:then\s*,?\s+)?", ", then "),
     (r"\s+(?:second|secondly|third|thirdly|next|last|lastly)" + r"(?=\s*(?:[,;.?!]|$))", ""),
     (r"\s+(?:first|firstly)" + _END, ""),
     (r"\s+on\s+(?:the|your|its|my)\s+way\s+(?:over\s+|back\s+)?(?:to|into)\s+", ", then go to "),
-    (r"[,\s]+(?:and\s+)?(?:once|when|after)\s+(?:you\s+are|you\s+have|it\s+is|that\s+is|you)?\s*"
+    (r"[.,;\s]+(?:and\s+)?(?:once|when|after)\s+(?:you\s+are|you\s+have|it\s+is|that\s+is|you)?\s*"
      r"(?:done|finished|through|been)(?:\s+(?:there|with\s+(?:that|it)|in\s+there))?\s*,?\s*"
      r"(?:(?:and\s+)?then\s+)?", ", then "),
-    (r"\s+and\s+(?:afterwards|after\s+that|then)\s*,?\s+", ", then "),
+    (r"\s*,?\s+and\s+(?:afterwards|after\s+that|then)\s*,?\s+", ", then "),
     (r"[,;]\s*(?:and\s+)?so\s+", ", "),
     # drive somewhere
     (r"\bmake\s+(?:a\s+)?(?:quick\s+|short\s+)?(?:stop|visit|trip)\s+(?:at|to|in)\s+", "go to "),
@@ -72,7 +93,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bmake\s+(?:your|a|the)\s+way\s+(?:over\s+|back\s+|down\s+|up\s+)?(?:to|into)\s+",
      "go to "),
     (r"\b(?:take|bring|get|move|drag)\s+yourself\s+(?:over\s+|back\s+)?(?:to|into)\s+", "go to "),
-    (r"\b(?:head|go|move|run|roll)\s+(?:over|on|out|off|down|up|across|along|straight)\s+(?:to|"
+    (r"\b(?:head|go|move|run|roll|drive)\s+(?:over|on|out|off|down|up|across|along|straight)\s+(?:to|"
      r"into)\s+", "go to "),
     (r"\b(?:travel|proceed|continue|carry\s+on|move\s+on|go\s+on|roll|walk|navigate)\s+(?:on\s+)?"
      r"(?:over\s+)?(?:to|into)\s+", "go to "),
@@ -89,7 +110,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"charging\s+(?:station|dock|point|pad)|docking\s+station)\b", _DOCKING),
     (r"\b(?:(?:go|come|head|get|return|drive)\s+)?back\s+to\s+(?:the\s+)?(?:dock|charger)\b",
      _DOCKING),
-    (r"\b(?:go\s+)?back\s+and\s+(?:re)?charge\b", _DOCKING),
+    (r"\b(?:(?:go|come|head|get)\s+)?back\s+and\s+(?:re)?charge\b", _DOCKING),
+    (r"\bback\s+home\b", _DOCKING),
     (r"\b(?:go\s+and\s+|go\s+)?recharge\b|\bplug\s+(?:yourself\s+)?in\b", _DOCKING),
     # look
     (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
@@ -104,7 +126,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?look\s+for\s+", "look for "),
     (r"\b(?:look|search|hunt)\s+(?:around|round|about|through)\s+(?P<p>" + _PLACE + r")\s+for\s+"
      r"(?P<t>" + _THING + r")" + _END, r"look for \g<t> in \g<p>"),
-    (r"\b(?:search|scan|sweep|comb)\s+(?P<p>" + _PLACE + r")\s+for\s+(?P<t>" + _THING + r"|"
+    (r"\b(?:look|search|check)\s+(?:in|inside|at|around|round|through)\s+(?P<p>" + _PLACE
+     + r")\s+for\s+(?P<t>" + _THING + r"|it|them)" + _END, r"look for \g<t> in \g<p>"),
+    (r"\b(?:search|scan|sweep|comb|check)\s+(?P<p>" + _PLACE + r")\s+for\s+(?P<t>" + _THING + r"|"
      r"it|them)" + _END, r"look for \g<t> in \g<p>"),
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
      r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
@@ -159,7 +183,7 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
         t = rx.sub(to, t)
     said = _bag(t, colours, waypoints, objects)
     for rx, to in _COMPILED:
-        new = " ".join(rx.sub(to, t).split()).strip(" ,;")
+        new = " ".join(rx.sub(to, t).split()).strip(" ,;.!")
         if new != t and _bag(new, colours, waypoints, objects) == said:
             t = new
     return t
