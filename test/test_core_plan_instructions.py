@@ -516,9 +516,10 @@ def test_a_drive_right_before_a_look_in_the_same_place_is_the_looks_own_drive():
 
 
 def test_a_part_the_robot_cannot_do_is_refused_not_dropped():
-    # one place and one object: once the single-request LLM's, which could only drop "grab"
+    # one place and one object: once the single-request LLM's, which could only drop the verb
+    # ("juggle" is no word of the capability list: the model itself says it cannot)
     llm = ScriptedLlm([_llm_plan([{"go": "kitchen"}, {"do": "cannot"}])])
-    p = parse("zip across to the kitchen and grab me the cup", llm=llm)
+    p = parse("zip across to the kitchen and juggle the cup", llm=llm)
     assert isinstance(p, Refused) and "something I cannot do" in p.reason, p
     assert "steps" in llm.calls[0][1]["properties"]  # the plan reader, not the request one
 

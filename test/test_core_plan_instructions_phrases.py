@@ -92,6 +92,19 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
      ["1. go to pantry", "avoiding lab"]),
     ("bring yourself to the kitchen then the pantry, but not via the lab",
      ["1. go to kitchen", "2. go to pantry", "avoiding lab"]),
+    # after held-out set 4 (a development set now)
+    ("Please head back to your charging station.", ["1. return to the dock"]),
+    ("see if there's a red block in the pantry", ["1. look for the red block in pantry"]),
+    ("check whether the cup is still in the lab", ["1. look for the cup in lab"]),
+    ("search the lab for the cup, then the pantry for the red block",
+     ["1. look for the cup in lab", "2. look for the red block in pantry"]),
+    ("return to the dock once you have searched the pantry for the cup",
+     ["1. look for the cup in pantry", "2. return to the dock"]),
+    ("head to the office, skip the hall to office corridor",
+     ["1. go to office", "avoiding the corridor hall-office"]),
+    ("hunt for the cup", ["1. find the cup"]),
+    ("visit the lab, the office and the kitchen, in that order",
+     ["1. go to lab", "2. go to office", "3. go to kitchen"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     assert lines(text) == want
@@ -126,3 +139,30 @@ def test_a_hesitant_choice_still_asks_back():
                                   "what changed since yesterday?"])
 def test_questions_keep_their_question_mark_and_meaning(text):
     assert canonical(text, C, MAP.waypoint_ids, OBJ) == text
+
+
+@pytest.mark.parametrize("text", ["tell me whether the cup is in the kitchen",
+                                  "do you know if the cup is in the kitchen"])
+def test_asking_whether_stays_a_question_answered_from_memory(text):
+    assert lines(text) == ["1. say whether the cup is in kitchen"]
+
+
+@pytest.mark.parametrize("text,verb", [
+    ("pick up the cup", "pick up"), ("open the door of the office", "open"),
+    ("go to the kitchen and pick the cup up", "pick the cup up"),
+    ("please carry the cup to the lab", "carry"), ("move the red block to the hall", "move the"),
+])
+def test_what_the_robot_cannot_do_is_refused_before_the_model_reads_it(text, verb):
+    # the model would turn "pick up the cup" into a find and "open the door" into a drive:
+    # the refusal names the verb and the model is never asked
+    llm = ScriptedLlm(default={"steps": [{"go": "office"}]})
+    p = understand_instruction(text, C, MAP, llm, OBJ, "dock")
+    assert isinstance(p, Refused) and f"asks me to {verb}," in p.reason, p
+    assert not llm.calls
+
+
+@pytest.mark.parametrize("text", ["drop by the lab", "take a look in the office",
+                                  "give the office a once-over", "head to the place you last "
+                                  "saw the cup"])
+def test_capability_words_inside_readable_phrasings_are_not_refused(text):
+    assert lines(text)

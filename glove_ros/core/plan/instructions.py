@@ -260,7 +260,7 @@ _CONTRACT = ((r"\b(is|are|do|did|does)n't\b", r"\1 not"), (r"\bcan't\b", "cannot
              (r"\bdont\b", "do not"), (r"\bwon't\b", "will not"))
 _VERB = r"(?:go|drive|head|find|look|check|search|return|come|dock|inspect|visit|tell|say)"
 _COMPOUND = re.compile(r"[;,]|\.\s+\S|\b(?:then|after\s+that|afterwards|finally|if|else|"
-                       r"otherwise|avoid|avoiding|without|do\s+not|never|or|but|"
+                       r"otherwise|avoid|avoiding|skipping|bypassing|without|do\s+not|never|or|but|"
                        rf"and\s+(?:{_VERB}|not)|"
                        r"while|once|after|before|unless|off[\s-]limits|(?:stay|staying|keep|"
                        r"keeping|steer|steering)\s+(?:clear|out|away))\b", re.I)
@@ -271,7 +271,8 @@ _NEG = r"(?:avoid|avoiding|do\s+not|never|without|stay|keep)"
 _SEP = re.compile(
     r"\s*[;,]\s*(?:(?:and\s+)?then\s+|(?:and\s+)?after\s+that\s+|(?:and\s+)?finally\s+)?"
     r"|[.?!]\s+|\s+(?:and\s+then|and\s+after\s+that|after\s+that|afterwards|and\s+finally|"
-    rf"finally|then|but|and(?=\s+(?:{_VERB}|{_NEG}|not)\b))\s+|\s+(?=(?:avoiding|avoid|without|"
+    rf"finally|then|but|and(?=\s+(?:{_VERB}|{_NEG}|not)\b))\s+|\s+(?=(?:avoiding|avoid|skipping|"
+    r"bypassing|without|"
     r"else|otherwise|while|unless)\b)"
     r"|(?<!\bwhile)\s+(?=(?:staying|keeping|steering)\s+(?:clear|out|away)\b)", re.I)
 _LEAD = re.compile(r"^(?:(?:and|also|please|so|now|then|but|finally|lastly|first|firstly|next|"
@@ -279,7 +280,8 @@ _LEAD = re.compile(r"^(?:(?:and|also|please|so|now|then|but|finally|lastly|first
                    r"afterwards)\s+)+", re.I)
 _ELSE = re.compile(r"^(?:or\s+)?(?:else|otherwise|if\s+not)\b[\s,]*", re.I)
 _AVOID = re.compile(
-    r"^(?:while\s+(?:you\s+)?|and\s+)?(?:please\s+)?(?:(?:avoid|avoiding|"
+    r"^(?:while\s+(?:you\s+)?|and\s+)?(?:please\s+)?(?:(?:avoid|avoiding|skip|skipping|bypass|"
+    r"bypassing|"
     r"(?:stay|staying|keep|keeping)\s+(?:out\s+of|away\s+from|(?:well\s+)?clear\s+of)|"
     r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
@@ -329,6 +331,17 @@ _LOOK_AT = re.compile(r"^(?:check|inspect|(?:have|take)\s+a\s+look\s+(?:in|at|in
 _LOOK_FOR = re.compile(r"^(?:look|search|check)\s+for\s+(?P<t>.+?)\s+(?:in|at|inside)\s+"
                        r"(?P<p>.+)$|^(?:find|look\s+for|search\s+for)\s+(?P<t2>.+?)\s+"
                        r"(?:in|at|inside)\s+(?P<p2>.+)$", re.I)
+# what this robot has no hands or tools for, said as a step: refused before the model reads it
+# (a small model turns "pick up the donut" into a find and "open the vestry door" into a drive)
+CANNOT = re.compile(
+    r"(?:^|[,;.]\s*|\b(?:and|then|but|also|to|first|please)\s+)(?P<v>pick\s+(?:\w+\s+){0,3}?up|grab|"
+    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|push|pull|"
+    r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|unlock|lock|turn\s+(?:on|off)|switch\s+"
+    r"(?:on|off)|press|knock\s+on|move\s+(?:the|a|an|my|your|this|that|it|them))\b", re.I)
+CAN_DO = "I drive, look, search, answer from memory and dock"
+_BARE_AND = re.compile(r"^(?P<a>(?:the\s+)?\w+(?:\s+\w+)?)\s+and\s+(?P<b>(?:the\s+)?\w+(?:\s+\w+)?)$",
+                       re.I)
+_PLACE_FOR = re.compile(r"^(?:in\s+|inside\s+)?(?P<p>.+?)\s+for\s+(?P<t>.+)$", re.I)
 _THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)
 _IT = re.compile(r"\b(it|them)\b", re.I)
 _AND_LIST = re.compile(r"^(?P<v>go\s+to|check|inspect|look\s+in|look\s+into|look\s+at)\s+"
@@ -468,6 +481,9 @@ def _step(ctx: _Ctx, text: str) -> Step:
     two = _AND_LIST.match(text) if req is None else None
     if two and waypoint_of(two["a"], wps) is not None and waypoint_of(two["b"], wps) is not None:
         raise _Split((f"{two['v']} {two['a']}", f"{two['v']} {two['b']}"))  # one verb, 2 places
+    two = _BARE_AND.match(text) if req is None and ctx.verb else None
+    if two and waypoint_of(two["a"], wps) is not None and waypoint_of(two["b"], wps) is not None:
+        raise _Split((two["a"], two["b"]))  # "visit A, B and C": B and C with A's verb
     if matched is not None and matched.intent in (*_MOVES, "find", "go_to_last_seen") and \
             re.search(r"\b(?:not|never|no|nor|without)\b", text, re.I):  # "do not go to the hall"
         raise _Stop(Refused(f"'{text}' is negated: I never act on a negated request I cannot "
@@ -479,6 +495,11 @@ def _step(ctx: _Ctx, text: str) -> Step:
     if m:
         t, p = _target(ctx, m["t"] or m["t2"]), _place(ctx, m["p"] or m["p2"])
         ctx.verb, ctx.look_for = "look", t
+        return Step(TaskRequest("go_to", waypoint=p, text=text), True, *t)
+    m = _PLACE_FOR.match(text) if ctx.verb == "look" else None
+    if m and waypoint_of(m["p"], wps) is not None:  # "search A for X, then B for Y"
+        t, p = _target(ctx, m["t"]), _place(ctx, m["p"])
+        ctx.look_for = t
         return Step(TaskRequest("go_to", waypoint=p, text=text), True, *t)
     m = _LOOK_AT.match(text)
     bare = "" if m else re.sub(r"^(?:in|at|to|into|inside)\s+", "", text.strip(), flags=re.I)
@@ -510,7 +531,7 @@ def _order(text: str) -> str:
     """Sequence words said as a condition of time, as plain order: "once you've checked X,
     Y" and "Y after checking X" -> "check X, then Y"; "X before heading to Y" -> "X, then
     head to Y"."""
-    m = re.match(r"^(?P<a>.+?)\s+after\s+(?!that\b)(?P<b>(?:you|having|checking|visiting|"
+    m = re.match(r"^(?P<a>.+?)\s+(?:after|once)\s+(?!that\b)(?P<b>(?:you|having|checking|visiting|"
                  r"inspecting|searching|looking|going|driving|reaching)\b.+)$", text, re.I)
     if m and "," not in m["b"] and not re.search(r"[;,]|\bthen\b", m["a"], re.I):
         text = f"after {m['b']}, {m['a']}"  # only a single step: "X, then Y after Z" is unclear
@@ -535,7 +556,10 @@ def _order(text: str) -> str:
 
 
 def _grammar(text: str, ctx: _Ctx) -> Instruction:
-    text = _order(text)
+    reordered = _order(text)
+    if reordered != text:  # "search the kiln for X", moved first, is a phrasing to read again
+        c, wm, o = ctx.vocab
+        text = canonical(reordered, c, wm.waypoint_ids, o)
     clauses = [_LEAD.sub("", p.strip()) for p in _SEP.split(text) if p and p.strip()]
     items: list[Item] = []
     avoid_w: list[str] = []
@@ -714,6 +738,10 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
                            f"know ({ctx.known()}); an unknown name is never replaced by a "
                            "known one")
         unread = _unread(t, colours, wps, objects)
+        cannot = CANNOT.search(t)
+        if cannot:  # never handed to the model, which would do something else instead
+            return Refused(f"instruction {text!r} asks me to {cannot['v'].lower()}, which I "
+                           f"cannot do ({CAN_DO}); nothing was done")
         if llm is None:
             return Refused(f"instruction {text!r} not understood: {exc}{unread}; {_HINT}")
         from glove_ros.core.plan.instructions_llm import plan_from_llm, plan_messages, plan_schema

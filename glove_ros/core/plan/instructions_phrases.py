@@ -25,7 +25,7 @@ _END = r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but)\b))"  # a phrase ends at a separ
 _CLAUSE = r"(^|[,;.]\s*|\bthen\s+|\band\s+)"  # where a clause starts (kept as group 1)
 _PLACE = r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?"
 _DOCKING = "return to the charger"  # the grammar's dock request, naming no place
-_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at)\b)[a-z][\w-]*)?"
+_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still)\b)[a-z][\w-]*)?"
 
 #: contractions the grammar reads spelled out
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
@@ -56,6 +56,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
      r"it)" + _END, ""),
+    (r"[,\s]+(?:in\s+(?:that|this|the\s+same)\s+order|one\s+after\s+(?:the\s+)?other)" + _END, ""),
     (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
     (r"\s(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", " "),
     (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)?"
@@ -104,6 +105,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # back to the dock
     (r"^(?P<a>(?!(?:where|what|which|who|how|when|is|are|was|were|has|have|had|did|do|does|can|"
      r"could|would|will)\b).+?)\s*\?$", r"\g<a>"),  # "go to the lab?" is asked, not a question
+    (r"\b(to|at|on)\s+your\s+(dock|charger|charging\s+station|docking\s+station|base)\b",
+     r"\1 the \2"),
     (r"\b(?:go|come|head|get|return|drive|make\s+your\s+way)\s+(?:straight\s+)?(?:back\s+)?home\b",
      _DOCKING),
     (r"\b(?:(?:go|come|head|get|return|drive)\s+)?(?:back\s+)?to\s+(?:the\s+)?(?:base|home\s+base|"
@@ -135,6 +138,12 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
     (r"\b(is|are)\s+(still\s+)?(?:lying|sitting|standing|kept|left|parked|hanging)\s+(?=(?:in|at|"
      r"inside)\s)", r"\1 \2"),
+    # "see if there is a cup in the hall", "check whether the cup is still in the hall": said
+    # to the robot as a thing to do, it is a look there (asked, "tell me whether", "do you
+    # know whether", it is a question answered from memory, below)
+    (_CLAUSE + r"(?:see|check|find\s+out)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)?(?P<t>"
+     + _THING + r")\s+(?:(?:is|are)\s+)?(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")"
+     + _END, r"\1look for \g<t> in \g<p>"),
     (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+you\s+"
      r"know)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
@@ -143,7 +152,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"is there "),
     (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
     (r"\bwherever\b", "where"),
-    (r"\b(?:hunt|track|seek|search)\s+(?:down|out)\s+|\bgo\s+(?:and\s+)?find\s+", "find "),
+    (r"\b(?:hunt|track|seek|search)\s+(?:down|out)\s+|\bgo\s+(?:and\s+)?find\s+|\bhunt\s+for\s+"
+     r"(?=" + _THING + _END + ")", "find "),
     # conditions
     (r"\bshould\s+(?P<t>" + _THING + r")\s+be\s+(?:missing|absent|gone)\s+from\s+",
      r"if \g<t> is not in "),
