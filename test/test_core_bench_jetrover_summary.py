@@ -61,3 +61,23 @@ def test_command_line_writes_the_summary(tmp_path, capsys):
     assert json.loads(out.read_text())["seeds"] == [1, 2]
     assert "best baseline over the runs" in capsys.readouterr().out
     assert main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_steps_and_stale_goals_after_the_first_drift_are_broken_down_by_target():
+    def eps(*rows):  # (episode, target, steps, stale)
+        return [{"episode": e, "color": t, "steps": n, "stale_goal": s} for e, t, n, s in rows]
+    runs = []
+    for seed in (1, 2):
+        r = _run(seed)
+        r["phases"] = [{"start": 0}, {"start": 2}]
+        r["modes"]["async"]["episodes"] = eps((1, "cup", 9, False), (2, "cup", 4, True),
+                                              (3, "person", 3, False))
+        r["modes"]["Rule+retest"] = _mode(10, 10, 4.5)
+        runs.append(r)
+    doc = summarize(runs)
+    # the episode before the first drift (1) is not counted; both seeds are summed
+    assert doc["modes"]["async"]["by_target"] == {
+        "cup": {"tasks": 2, "steps": 8, "stale_goals": 2},
+        "person": {"tasks": 2, "steps": 6, "stale_goals": 0}}
+    assert "by_target" not in doc["modes"]["static"]  # no episodes in the run: nothing made up
+    assert doc["best_retest_summed"] == "Rule+retest"

@@ -40,11 +40,21 @@ def summarize(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"a seed appears twice: {seeds}")
     modes: dict[str, dict[str, float]] = {}
+    targets: dict[str, dict[str, dict[str, int]]] = {}
     per_seed = []
     for d in docs:
         row: dict[str, Any] = {"seed": d["config"]["seed"]}
+        phases = d.get("phases") or []
+        first = phases[1]["start"] if len(phases) > 1 else None
         for name, m in d["modes"].items():
             dr = m["drift"]
+            for ep in m.get("episodes", ()) if first is not None else ():
+                if ep["episode"] >= first:  # where the steps after the first drift go
+                    t = targets.setdefault(name, {}).setdefault(
+                        ep.get("color", "?"), {"tasks": 0, "steps": 0, "stale_goals": 0})
+                    t["tasks"] += 1
+                    t["steps"] += ep["steps"]
+                    t["stale_goals"] += bool(ep.get("stale_goal"))
             acc = modes.setdefault(name, {"tasks": 0, "successes": 0, "steps": 0.0,
                                           "stale_goals": 0, "false_alarms": 0, "looks": 0})
             acc["tasks"] += dr["drift_tasks"]
@@ -70,15 +80,21 @@ def summarize(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "looks": a["looks"],
             "false_alarms_per_1000_looks": round(a["false_alarms"] / k, 2) if k else None,
             "ci95_per_1000_looks": [round(lo / k, 2), round(hi / k, 2)] if k else None}
+        if name in targets:
+            table[name]["by_target"] = dict(sorted(targets[name].items()))
     baselines = [n for n in table if n not in ("async", "sync", "static", "oracle")]
     bare = [n for n in baselines if not n.endswith("+retest")]
     top = max(table[n]["successes"] for n in bare)
     best = min((n for n in bare if table[n]["successes"] == top),
                key=lambda n: table[n]["steps_per_task"])
+    retest = [n for n in baselines if n.endswith("+retest")]
+    best_retest = min(retest, key=lambda n: (-table[n]["successes"],
+                                             table[n]["steps_per_task"])) if retest else None
     return {"benchmark": "jetrover_summary", "world": docs[0]["world"], "seeds": seeds,
             "config": {k: v for k, v in docs[0]["config"].items() if k != "seed"},
             "baseline_tuning": docs[0].get("baseline_tuning"), "modes": table,
-            "best_baseline_summed": best, "per_seed": per_seed}
+            "best_baseline_summed": best, "best_retest_summed": best_retest,
+            "per_seed": per_seed}
 
 
 def format_table(doc: dict[str, Any]) -> str:
@@ -101,6 +117,13 @@ def format_table(doc: dict[str, Any]) -> str:
         f"{r['seed']}: async {r['async']:.2f}, static {r['static']:.2f}, "
         f"{doc['best_baseline_summed']} {r[doc['best_baseline_summed']]:.2f}"
         for r in doc["per_seed"]))
+    shown = [n for n in ("async", "static", doc["best_baseline_summed"],
+                         doc.get("best_retest_summed")) if n and "by_target" in doc["modes"][n]]
+    if shown:
+        out.append("after the first drift, by target (tasks, steps, stale goals): " + "; ".join(
+            f"{n}: " + ", ".join(f"{t} {v['tasks']}/{v['steps']}/{v['stale_goals']}"
+                                 for t, v in doc["modes"][n]["by_target"].items())
+            for n in shown))
     return "\n".join(out)
 
 
