@@ -263,7 +263,7 @@ _COMPOUND = re.compile(r"[;,]|\.\s+\S|\b(?:then|after\s+that|afterwards|finally|
                        r"otherwise|avoid|avoiding|skipping|bypassing|without|do\s+not|never|or|but|"
                        rf"and\s+(?:{_VERB}|not)|"
                        r"while|once|after|before|unless|off[\s-]limits|(?:stay|staying|keep|"
-                       r"keeping|steer|steering)\s+(?:clear|out|away))\b", re.I)
+                       r"keeping|steer|steering)\s+(?:clear|out|away|off))\b", re.I)
 _FILLER = re.compile(r"(?:hey|hi|hello|ok|okay|please|robot|thanks|thank\s+you|and|then|but|"
                      r"also|next|finally|after\s+that|afterwards|so|um|uh|if\s+(?:anything|"
                      r"possible|you\s+can)|\s)+", re.I)
@@ -282,14 +282,15 @@ _ELSE = re.compile(r"^(?:or\s+)?(?:else|otherwise|if\s+not)\b[\s,]*", re.I)
 _AVOID = re.compile(
     r"^(?:while\s+(?:you\s+)?|and\s+)?(?:please\s+)?(?:(?:avoid|avoiding|skip|skipping|bypass|"
     r"bypassing|"
-    r"(?:stay|staying|keep|keeping)\s+(?:out\s+of|away\s+from|(?:well\s+)?clear\s+of)|"
+    r"(?:stay|staying|keep|keeping)\s+(?:out\s+of|away\s+from|(?:well\s+)?clear\s+of|off)|"
     r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
     r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near)|use|take|enter|"
     r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
-_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage)\s+(?:between|from)\s+(?P<a>.+?)\s+"
+_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link)\s+(?:between|from|linking|joining|"
+                      r"connecting)\s+(?P<a>.+?)\s+"
                       r"(?:and|to)\s+(?P<b>.+)$", re.I)
 _PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+?)\s+"
                    r"(?:corridor|passage)$", re.I)
@@ -299,17 +300,18 @@ _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
                      r"(?:off[\s-]limits|out\s+of\s+bounds|closed|blocked|forbidden|"
-                     r"not\s+allowed)$", re.I)
+                     r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s+now))?$",
+                     re.I)
 # "once you've checked the greenhouse": what was done is a step of its own, done first
 _DONE = re.compile(r"^(?:once|after)\s+(?:you\s+have\s+|you've\s+|you\s+|having\s+)?"
-                   r"(?P<v>checked|visited|inspected|searched|looked|been|gone|driven|reached|"
+                   r"(?P<v>checked|visited|inspected|searched|looked|been|gone|driven|reached|found|"
                    r"checking|visiting|inspecting|searching|looking|going|driving|reaching)\s+"
                    r"(?P<x>.+)$", re.I)
 _PAST = {"checked": "check", "checking": "check", "visited": "go to", "visiting": "go to",
          "inspected": "inspect", "inspecting": "inspect", "searched": "search",
          "searching": "search", "looked": "look", "looking": "look", "been": "go",
          "gone": "go", "going": "go", "driven": "drive", "driving": "drive",
-         "reached": "go to", "reaching": "go to"}
+         "reached": "go to", "reaching": "go to", "found": "find"}
 # "go to the lab before heading back to charge": the later step, as an imperative
 _BEFORE = re.compile(r"^(?P<a>.+?)\s+before\s+(?P<v>going|heading|driving|returning|coming|"
                      r"checking|visiting|looking|inspecting|searching|finding)\s+(?P<x>.+)$", re.I)

@@ -31,7 +31,7 @@ _THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\b(there|it|what|where|that|here)'s\b", r"\1 is"),
     (r"\byou're\b", "you are"), (r"\b([a-z]+)'s\s+(?=(?:in|at|inside|still|not|there|here)\b)",
-                                 r"\1 is "), (r"\byou've\b", "you have"), (r"\bi'd\b", "i would"),
+                                 r"\1 is "), (r"\byou've\b", "you have"), (r"\bi've\b", "i have"), (r"\bi'd\b", "i would"),
     (r"\bi'm\b", "i am"), (r"\blet's\b", "let us"),
 )
 
@@ -52,7 +52,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (_CLAUSE + r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|i\s+(?:need|want|would\s+"
      r"like)\s+(?:you\s+)?to\s+|you\s+(?:can|could|should|may)\s+(?:now\s+)?|go\s+ahead\s+and\s+"
      r"|be\s+so\s+kind\s+as\s+to\s+|(?:please\s+)?make\s+sure\s+(?:you|to)\s+)", r"\1"),
-    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|when\s+you\s+(?:can|"
+    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|(?:would|will|could|can)\s+"
+     r"you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
      r"it)" + _END, ""),
@@ -65,7 +66,15 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+is\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")" + _END,
      r"look for \g<t> in \g<p>"),
-    (r"^(?:that\s+is|that's)\s+(?:all|it)\s*,\s*", ""),
+    (r"^(?:that\s+is|that's)\s+(?:all|it)(?:\s+for(?:\s+(?:now|today|the\s+day))?)?\s*[,;.]\s*", ""),
+    (r"^off\s+(?:you\s+go\s+)?to\s+(?P<p>" + _PLACE + r")(?:\s+with\s+you)?$", r"go to \g<p>"),
+    (r"^(?:has|have)\s+(?:anything|something|much|things)\s+changed\b", "what has changed"),
+    (r"\b(?:return|go\s+back|head\s+back|get\s+back|drive\s+back)\s+to\s+(?=(?:the\s+(?:place|spot)\s+)?"
+     r"(?:where\s+)?you\s+last\b)", "go to "),
+    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|almost\s+|nearly\s+|"
+     r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
+    (r"\s*,?\s*(?:and\s+)?whatever\s+you\s+do\s*,\s*", ", and "),
+    (r"\bif\s+it\s+turns\s+out\s+(?:that\s+)?", "if "),
     (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)\b", _DOCKING),
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
     (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by)(?:\s+around)?"
@@ -116,6 +125,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:(?:go|come|head|get)\s+)?back\s+and\s+(?:re)?charge\b", _DOCKING),
     (r"\bback\s+home\b", _DOCKING),
     (r"\b(?:go\s+and\s+|go\s+)?recharge\b|\bplug\s+(?:yourself\s+)?in\b", _DOCKING),
+    (r"\bgo\s+and\s+charge\b", _DOCKING),
     # look
     (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
     (r"\b(?:check|look)\s+(?:on|up\s+on|in\s+on|over|out)\s+(?=the\s)", "check "),
@@ -136,8 +146,26 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
      r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
     (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
+    (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+)?(?:look|peek|"
+     r"glance|look\s+around)(?:\s+(?:around|round|there|inside))?" + _END, r"check \g<p>"),
+    (r"\blook\s+for\s+(?P<t>" + _THING + r")\s+in\s+(?P<p>" + _PLACE + r")\s+and\s+(?P<t2>" + _THING
+     + r")\s+in\s+(?P<p2>" + _PLACE + r")" + _END, r"look for \g<t> in \g<p>, then look for \g<t2> in \g<p2>"),
     (r"\b(is|are)\s+(still\s+)?(?:lying|sitting|standing|kept|left|parked|hanging)\s+(?=(?:in|at|"
      r"inside)\s)", r"\1 \2"),
+    # questions from memory said other ways
+    (r"^when\s+you\s+last\s+saw\s+(?P<t>" + _THING + r")\s*,\s*where\s+(?:was|were)\s+(?:it|they)"
+     r"\s*\??$", r"where did you last see \g<t>?"),
+    (r"^(?:do|did)\s+you\s+(?:remember|recall|know)\s+where\s+(?P<t>" + _THING + r")\s+(?:was|were|"
+     r"last\s+was)(?:\s+last)?\s*\??$", r"where did you last see \g<t>?"),
+    (r"^(?P<v>was|were)\s+(?P<t>" + _THING + r")\s+(?:still\s+)?(?P<w>in|at|inside)\s+(?P<p>" + _PLACE
+     + r")\s+(?:the\s+)?last\s+time\s+you\s+(?:looked|checked|were\s+there|went\s+there)\s*\??$",
+     r"is \g<t> \g<w> \g<p>?"),
+    (r"\byou\s+last\s+(?:noticed|glimpsed|caught\s+sight\s+of|came\s+across|observed)\b",
+     "you last saw"),
+    # "is there a cup in the hall? go and check": a look there
+    (r"^is\s+there\s+(?P<t>" + _THING + r")\s+(?:in|at|inside)\s+(?P<p>" + _PLACE + r")\s*\?\s*"
+     r"(?:(?:go|come)\s+(?:and\s+)?)?(?:check|see|look|find\s+out)(?:\s+(?:please|for\s+me))?$",
+     r"look for \g<t> in \g<p>"),
     # "see if there is a cup in the hall", "check whether the cup is still in the hall": said
     # to the robot as a thing to do, it is a look there (asked, "tell me whether", "do you
     # know whether", it is a question answered from memory, below)
@@ -151,6 +179,12 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"you\s+know)\s+(?:whether|if)\s+there\s+(is|are)\s+",
      r"is there "),
     (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
+    (r"\bgo\s+(?:looking|searching|hunting)\s+for\s+", "look for "),
+    (_CLAUSE + r"see\s+(?:if|whether)\s+you\s+can\s+(?:spot|find|see)\s+(?P<t>" + _THING + r")\s+(?:in|at|"
+     r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
+    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")\s*[,;.]\s*(?:so\s+)?"
+     r"(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for)\s+(?:it|them)"
+     r"(?:\s+(?:for\s+me|please))?\s*\??$", r"find \g<t>"),
     (r"\bwherever\b", "where"),
     (r"\b(?:hunt|track|seek|search)\s+(?:down|out)\s+|\bgo\s+(?:and\s+)?find\s+|\bhunt\s+for\s+"
      r"(?=" + _THING + _END + ")", "find "),
