@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from glove_ros.core.llm.runtime import ScriptedLlm, check_schema
+from glove_ros.core.llm.runtime import ScriptedLlm, check_schema, validate_json
 from glove_ros.core.plan.agent_types import NavigateTo, WorldMap
 from glove_ros.core.plan.answers import Answer
 from glove_ros.core.plan.instructions import (
@@ -31,6 +31,7 @@ from glove_ros.core.plan.instructions import (
     check_plan,
     drive_route,
     forbidden,
+    plan_from_llm,
     plan_schema,
     run_plan,
     understand_instruction,
@@ -398,11 +399,33 @@ def test_the_llm_reads_what_the_grammar_cannot_and_its_plan_is_checked():
     assert intents(p) == [("go_to", "kitchen", False), ("go_to", "office", False)]
     assert p.instruction.avoid_waypoints == ("lab",)
     schema = llm.calls[0][1]
-    assert schema == plan_schema(C, MAP.waypoint_ids, OBJ, tuple(MAP.edges))
-    assert schema["properties"]["avoid"]["items"]["enum"] == list(MAP.waypoint_ids)
-    assert schema["properties"]["avoid_corridors"]["items"]["enum"] == [
-        f"{a}-{b}" for a, b in MAP.edges]  # only the map's corridors
+    assert schema == plan_schema(C, MAP.waypoint_ids, OBJ, tuple(MAP.edges), ODD)
+    # the grammar offers only the places the text says, and the map's corridors between them
+    assert schema["properties"]["avoid"]["items"]["enum"] == ["kitchen", "lab", "office"]
+    assert schema["properties"]["avoid_corridors"]["items"]["enum"] == ["lab-office"]
     check_schema(schema)  # the real backend can turn it into a grammar
+    full = plan_schema(C, MAP.waypoint_ids, OBJ, tuple(MAP.edges))  # no text: the whole map
+    assert full["properties"]["avoid_corridors"]["items"]["enum"] == [
+        f"{a}-{b}" for a, b in MAP.edges]
+
+
+def test_the_grammar_offers_no_name_and_no_step_kind_the_text_does_not_say():
+    # "check on the lab": no thing to look for, no dock, no condition, no corridor
+    s = plan_schema(C, MAP.waypoint_ids, OBJ, tuple(MAP.edges), "check on the lab, would you?")
+    shapes = s["properties"]["steps"]["items"]["anyOf"]
+    kinds = sorted(k for sh in shapes for k in sh["properties"] if k not in ("for", "at"))
+    assert kinds == ["do", "go", "look"]
+    look = next(sh for sh in shapes if "look" in sh["properties"])
+    assert look["properties"]["for"]["enum"] == [""]
+    assert next(sh for sh in shapes if "do" in sh["properties"])["properties"]["do"]["enum"] == [
+        "cannot"]
+    assert s["properties"]["avoid_corridors"]["maxItems"] == 0
+    check_schema(s)
+    assert validate_json(_llm_plan([{"look": "lab", "for": "cup"}]), s) is not None
+    # a text that names nothing at all still has a reply: "cannot"
+    none = plan_schema(C, MAP.waypoint_ids, OBJ, tuple(MAP.edges), "do the thing")
+    assert validate_json(_llm_plan([{"do": "cannot"}]), none) is None
+    assert s["properties"]["avoid"]["items"]["enum"] == ["lab"]
 
 
 def test_the_llm_can_propose_a_conditional_with_an_else():
@@ -417,17 +440,27 @@ def test_the_llm_can_propose_a_conditional_with_an_else():
 
 @pytest.mark.parametrize("reply,why", [
     ("not json {", "LLM: invalid JSON"),
-    (_llm_plan([{"go": "pantry"}]),
-     "the LLM named 'pantry', which the instruction does not say"),
-    (_llm_plan([{"go": "office"}], ["hall"]),
-     "the LLM named 'hall', which the instruction does not say"),
-    (_llm_plan([{"find": "red block"}]), "the LLM named 'red', which the instruction does not"),
+    (_llm_plan([{"go": "pantry"}]), "schema violation"),  # the grammar has no unsaid name
+    (_llm_plan([{"go": "office"}], ["hall"]), "schema violation"),
+    (_llm_plan([{"find": "red block"}]), "schema violation"),
     (_llm_plan([{"if": "cup", "at": "kitchen", "present": True, "then": {"do": "nothing"},
                  "else": {"go": "office"}}]), "schema violation"),  # "then" must act
 ])
 def test_llm_output_that_is_not_json_or_names_what_the_text_does_not_say_is_refused(reply, why):
     p = parse(ODD, llm=ScriptedLlm([reply]))
     assert isinstance(p, Refused) and why in p.reason, p
+
+
+@pytest.mark.parametrize("reply,why", [
+    (_llm_plan([{"go": "pantry"}]), "the LLM named 'pantry', which the instruction does not say"),
+    (_llm_plan([{"go": "office"}], ["hall"]),
+     "the LLM named 'hall', which the instruction does not say"),
+    (_llm_plan([{"find": "red block"}]), "the LLM named 'red', which the instruction does not"),
+])
+def test_a_reply_naming_what_the_text_does_not_say_is_refused_even_past_the_grammar(reply, why):
+    # a backend that ignores the grammar (or a grammar bug) still cannot move the robot there
+    with pytest.raises(ValueError, match=why):
+        plan_from_llm(reply, ODD, OBJ, MAP.waypoint_ids)
 
 
 def test_an_llm_plan_that_a_constraint_cuts_off_is_refused_by_the_check():
@@ -541,6 +574,9 @@ def test_the_plan_reader_can_ask_about_a_corridor():
        "else": {"do": "nothing"}}], "scoot to the pantry, nose about for the cup", "a condition"),
 ])
 def test_a_step_the_text_gives_no_word_for_is_refused(reply, text, added):
-    # held-out set 3: the model added a dock, a "what changed" and a condition nobody asked for
+    # held-out set 3: the model added a dock, a "what changed" and a condition nobody asked for;
+    # the grammar no longer offers them, and the check behind it still refuses them
     p = parse(text, llm=ScriptedLlm([_llm_plan(reply)]))
-    assert isinstance(p, Refused) and f"the LLM added {added}" in p.reason, p
+    assert isinstance(p, Refused) and "schema violation" in p.reason, p
+    with pytest.raises(ValueError, match=f"the LLM added {added}"):
+        plan_from_llm(_llm_plan(reply), text, OBJ, MAP.waypoint_ids)

@@ -286,7 +286,7 @@ _AVOID = re.compile(
     r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
     r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near)|use|take|enter|"
-    r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting)"
+    r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting|taking)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
 _BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link)\s+(?:between|from|linking|joining|"
@@ -299,7 +299,7 @@ _IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
 _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
-                     r"(?:off[\s-]limits|out\s+of\s+bounds|closed|blocked|forbidden|"
+                     r"(?:off[\s-]limits|out\s+of\s+bounds|closed|shut|blocked|forbidden|"
                      r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s+now))?$",
                      re.I)
 # "once you've checked the greenhouse": what was done is a step of its own, done first
@@ -751,7 +751,7 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
         t = said  # the model reads the user's words, not the rewrite
         edges = tuple(world_map.edges)
         res = llm.complete_json(plan_messages(t, colours, wps, objects, edges),
-                                plan_schema(colours, wps, objects, edges),
+                                plan_schema(colours, wps, objects, edges, t),
                                 max_tokens=24 * MAX_STEPS)
         if not getattr(res, "ok", False):
             return Refused(f"instruction {text!r} not understood (LLM: "

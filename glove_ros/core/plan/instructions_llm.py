@@ -76,42 +76,82 @@ def things(colours: Sequence[str], objects: Sequence[str] = ()) -> list[str]:
     return [*objects, *(f"{c} block" for c in colours)]
 
 
-def _step_schema(colours: Sequence[str], waypoints: Sequence[str], objects: Sequence[str],
-                 pairs: Sequence[str], extra: Sequence[str] = ()) -> dict:
+def _obj(**props: Any) -> dict:
+    return {"type": "object", "properties": props, "required": list(props),
+            "additionalProperties": False}
+
+
+def _step_schema(ts: Sequence[str], waypoints: Sequence[str], pairs: Sequence[str],
+                 dos: Sequence[str]) -> dict:
+    """The step shapes whose names exist (``ts``: things; no place, no "go" step)."""
     place = {"type": "string", "enum": list(waypoints)}
-    thing = {"type": "string", "enum": things(colours, objects)}
+    thing = {"type": "string", "enum": list(ts)}
+    shapes = []
+    if waypoints:
+        shapes += [_obj(go=place), _obj(look=place, **{"for": {"type": "string",
+                                                               "enum": ["", *ts]}})]
+    if ts:
+        shapes += [_obj(find=thing), _obj(seen=thing), _obj(where=thing)]
+    if ts and waypoints:
+        shapes.append(_obj(**{"is": thing, "at": place}))
+    if pairs:
+        shapes.append(_obj(corridor={"type": "string", "enum": list(pairs)}))
+    return {"anyOf": [*shapes, _obj(do={"type": "string", "enum": list(dos)})]}
 
-    def obj(**props: Any) -> dict:
-        return {"type": "object", "properties": props, "required": list(props),
-                "additionalProperties": False}
 
-    return {"anyOf": [obj(go=place), obj(look=place, **{"for": {"type": "string", "enum": [
-        "", *things(colours, objects)]}}), obj(find=thing), obj(seen=thing), obj(where=thing),
-        obj(**{"is": thing, "at": place}), obj(corridor={"type": "string", "enum": list(pairs)}),
-        obj(do={"type": "string", "enum": ["dock", "changes", "cannot", *extra]})]}
+def said_names(text: str, colours: Sequence[str], waypoints: Sequence[str],
+               objects: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
+    """The colours, places and objects ``text`` says, as :func:`plan_from_llm` checks them
+    (:func:`~glove_ros.core.plan.tasks.ungrounded`: whole words, an object by a synonym)."""
+    return ([c for c in colours if not ungrounded(TaskRequest("find", c, look_kind="colors"),
+                                                  text)],
+            [w for w in waypoints if not ungrounded(TaskRequest("go_to", waypoint=w), text)],
+            [o for o in objects if not ungrounded(TaskRequest("find", o, look_kind="objects"),
+                                                  text)])
 
 
 def plan_schema(colours: Sequence[str], waypoints: Sequence[str],
-                objects: Sequence[str] = (), corridors: Sequence[tuple[str, str]] = ()) -> dict:
+                objects: Sequence[str] = (), corridors: Sequence[tuple[str, str]] = (),
+                text: str | None = None) -> dict:
     """JSON schema of an LLM-parsed instruction (the compact steps of this module's doc);
-    ``corridors``: the map's corridors, offered as "a-b" (none: every pair of places)."""
+    ``corridors``: the map's corridors, offered as "a-b" (none: every pair of places).
+
+    With ``text``, the grammar offers only what :func:`plan_from_llm` would accept for it:
+    the places, colours and objects the text says, corridors whose two ends it says, and a
+    dock, a "what changed" or a condition only where the text has a word for one. A 1.5B
+    model asked "check on the henhouse" otherwise filled the free "for" with every object,
+    and a reply naming what was not said can only be refused afterwards."""
     pairs = [f"{a}-{b}" for a, b in (corridors or [(a, b) for i, a in enumerate(waypoints)
                                                    for b in waypoints[i + 1:]])]
-    step = _step_schema(colours, waypoints, objects, pairs)
-    cond = {"type": "object", "properties": {
-        "if": {"type": "string", "enum": things(colours, objects)},
-        "at": {"type": "string", "enum": list(waypoints)},
-        "present": {"type": "boolean"},
-        "then": step,
-        "else": _step_schema(colours, waypoints, objects, pairs, ("nothing",))},
-        "required": ["if", "at", "present", "then", "else"], "additionalProperties": False}
+    dos = ["dock", "changes", "cannot"]
+    conditional = True
+    if text is not None:
+        colours, places, objects = said_names(text, colours, waypoints, objects)
+        pairs = [p for p in pairs if not ungrounded(
+            TaskRequest("corridor_status", waypoint=_pair(p, waypoints)[0],
+                        waypoint2=_pair(p, waypoints)[1]), text)]
+        waypoints = places
+        dos = [d for d in dos if d not in _SAID or re.search(_SAID[d], text, re.I)]
+        conditional = bool(re.search(_SAID["if"], text, re.I))
+    ts = things(colours, objects)
+    step = _step_schema(ts, waypoints, pairs, dos)
+    shapes = list(step["anyOf"])
+    if conditional and ts and waypoints:
+        shapes.append({"type": "object", "properties": {
+            "if": {"type": "string", "enum": list(ts)},
+            "at": {"type": "string", "enum": list(waypoints)},
+            "present": {"type": "boolean"},
+            "then": step,
+            "else": _step_schema(ts, waypoints, pairs, [*dos, "nothing"])},
+            "required": ["if", "at", "present", "then", "else"], "additionalProperties": False})
+    none = {"type": "array", "items": {"type": "string", "enum": ["-"]}, "maxItems": 0}
     return {"type": "object", "properties": {
-        "steps": {"type": "array", "items": {"anyOf": [*step["anyOf"], cond]}, "minItems": 1,
+        "steps": {"type": "array", "items": {"anyOf": shapes}, "minItems": 1,
                   "maxItems": MAX_STEPS},
         "avoid": {"type": "array", "items": {"type": "string", "enum": list(waypoints)},
-                  "maxItems": 4},
+                  "maxItems": 4} if waypoints else none,
         "avoid_corridors": {"type": "array", "items": {"type": "string", "enum": pairs},
-                            "maxItems": 4}},
+                            "maxItems": 4} if pairs else none},
         "required": ["steps", "avoid", "avoid_corridors"], "additionalProperties": False}
 
 

@@ -25,7 +25,7 @@ _END = r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but)\b))"  # a phrase ends at a separ
 _CLAUSE = r"(^|[,;.]\s*|\bthen\s+|\band\s+)"  # where a clause starts (kept as group 1)
 _PLACE = r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?"
 _DOCKING = "return to the charger"  # the grammar's dock request, naming no place
-_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still)\b)[a-z][\w-]*)?"
+_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still|there|here)\b)[a-z][\w-]*)?"
 
 #: contractions the grammar reads spelled out
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
@@ -43,7 +43,12 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(driv|com|tak|mak)ing_", r"\1e"),
     (r"\b(stop|pop|drop)ping_", r"\1"),
     (r"\b(\w+)ing_", r"\1"),
+    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|almost\s+|nearly\s+|"
+     r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
+    (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:last|most\s+"
+     r"recently)\b", r"where \g<t> was last seen"),
     (r"\b(?:um+|uh+|erm*|hmm+)\b\s*,?\s*", ""),
+    (r"\s*(?:\.{2,}|\u2026)\s*", " "),  # "the waiting room... or was it outpatients?"
     (r"\b(?:or\s+(?:was|is)\s+it|or\s+maybe|or\s+perhaps|or\s+rather)\s+", "or "),
     (r"[,.?\s]*\b(?:one\s+of\s+(?:those|them|the\s+two)|i\s+(?:forget|am\s+not\s+sure))\s*$", ""),
     (r"\s*,\s*or\s+(?=the\s)", " or "),
@@ -67,17 +72,19 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      + r")\s+is\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")" + _END,
      r"look for \g<t> in \g<p>"),
     (r"^(?:that\s+is|that's)\s+(?:all|it)(?:\s+for(?:\s+(?:now|today|the\s+day))?)?\s*[,;.]\s*", ""),
+    (r"^i\s+(?:need|want|would\s+like)\s+you\s+(?:in|at|over\s+in|over\s+at)\s+(?=\S)", "go to "),
+    (r"\bshould\s+you\s+(?=(?:find|see|spot)\s)", "if you "),
+    (r"^off\s+you\s+go\s+(?:and\s+)?(?=(?:charge|recharge|dock)\b)", "go and "),
     (r"^off\s+(?:you\s+go\s+)?to\s+(?P<p>" + _PLACE + r")(?:\s+with\s+you)?$", r"go to \g<p>"),
     (r"^(?:has|have)\s+(?:anything|something|much|things)\s+changed\b", "what has changed"),
     (r"\b(?:return|go\s+back|head\s+back|get\s+back|drive\s+back)\s+to\s+(?=(?:the\s+(?:place|spot)\s+)?"
      r"(?:where\s+)?you\s+last\b)", "go to "),
-    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|almost\s+|nearly\s+|"
-     r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
     (r"\s*,?\s*(?:and\s+)?whatever\s+you\s+do\s*,\s*", ", and "),
     (r"\bif\s+it\s+turns\s+out\s+(?:that\s+)?", "if "),
     (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)\b", _DOCKING),
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
-    (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by)(?:\s+around)?"
+    (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came\s+"
+     r"round|did\s+(?:your|the|a)\s+round)(?:\s+around)?"
      + _END, ""),
     (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
      "checked "),
@@ -124,6 +131,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      _DOCKING),
     (r"\b(?:(?:go|come|head|get)\s+)?back\s+and\s+(?:re)?charge\b", _DOCKING),
     (r"\bback\s+home\b", _DOCKING),
+    (r"(\bthen\s+|[,;]\s*(?:and\s+)?(?:then\s+)?)home(?:\s+again)?$", r"\1" + _DOCKING),
     (r"\b(?:go\s+and\s+|go\s+)?recharge\b|\bplug\s+(?:yourself\s+)?in\b", _DOCKING),
     (r"\bgo\s+and\s+charge\b", _DOCKING),
     # look
@@ -146,6 +154,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
      r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
     (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s*,\s*(?:and\s+)?(?:have|take)\s+a\s+(?:quick\s+|little\s+)?"
+     r"look(?:\s+around|\s+round|\s+inside)?" + _END, r"check \g<p>"),
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+)?(?:look|peek|"
      r"glance|look\s+around)(?:\s+(?:around|round|there|inside))?" + _END, r"check \g<p>"),
     (r"\blook\s+for\s+(?P<t>" + _THING + r")\s+in\s+(?P<p>" + _PLACE + r")\s+and\s+(?P<t2>" + _THING
@@ -153,6 +163,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(is|are)\s+(still\s+)?(?:lying|sitting|standing|kept|left|parked|hanging)\s+(?=(?:in|at|"
      r"inside)\s)", r"\1 \2"),
     # questions from memory said other ways
+    (r"^when\s+you\s+last\s+(?:looked|checked)\s*,\s*where\s+(?:was|were)\s+(?P<t>" + _THING
+     + r")\s*\??$", r"where did you last see \g<t>?"),
     (r"^when\s+you\s+last\s+saw\s+(?P<t>" + _THING + r")\s*,\s*where\s+(?:was|were)\s+(?:it|they)"
      r"\s*\??$", r"where did you last see \g<t>?"),
     (r"^(?:do|did)\s+you\s+(?:remember|recall|know)\s+where\s+(?P<t>" + _THING + r")\s+(?:was|were|"
@@ -180,6 +192,10 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"is there "),
     (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
     (r"\bgo\s+(?:looking|searching|hunting)\s+for\s+", "look for "),
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:look|search|check)\s+(?:around\s+)?for\s+"
+     r"(?P<t>" + _THING + r")(?:\s+(?:there|in\s+there))?" + _END, r"look for \g<t> in \g<p>"),
+    (r"\b(?:the\s+(?:place|spot)\s+(?:where\s+)?)?you\s+(?:saw|spotted|noticed)\s+(?P<t>" + _THING
+     + r")\s+(?:most\s+recently|last)\b", r"the place you last saw \g<t>"),
     (_CLAUSE + r"see\s+(?:if|whether)\s+you\s+can\s+(?:spot|find|see)\s+(?P<t>" + _THING + r")\s+(?:in|at|"
      r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
     (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")\s*[,;.]\s*(?:so\s+)?"
@@ -204,6 +220,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # constraints
     (r"\b(?:but\s+)?not\s+(?:going\s+)?(?:through|via|by\s+way\s+of|past|across|using)\s+",
      "but avoid "),
+    (r"\b(?:going|driving|getting|coming)\s+(?:anywhere\s+|too\s+|at\s+all\s+)?near\s+", "going through "),
+    (r"^(?P<a>(?:avoid|avoiding|skip|bypass)\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?:get|go|head|drive|"
+     r"travel|make\s+your\s+way)\s+(?:over\s+)?(?:to|into)\s+(?P<p>[^,;]+)$", r"go to \g<p>, \g<a>"),
     (r"\b(?:taking\s+care|being\s+careful|making\s+sure)\s+(?:not\s+to|to\s+not|never\s+to|that\s+"
      r"you\s+(?:do\s+not|never))\s+(?:enter|use|cross|go\s+(?:through|into|via)|pass\s+(?:through|"
      r"by)|drive\s+(?:through|into))\s+", "avoiding "),
