@@ -155,6 +155,31 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
      ["1. if the cup is in lab: go to office"]),
     ("Drive to the pantry, have a look around, then come back and charge.",
      ["1. look in pantry", "2. return to the dock"]),
+    # after held-out set 7 (a development set now)
+    ("I've lost the cup somewhere, could you hunt it down?", ["1. find the cup"]),
+    ("Head to the office, and on the way stop at the lab and take a look.",
+     ["1. look in lab", "2. go to office"]),
+    ("Check the office, but give the lab a miss.", ["1. look in office", "avoiding lab"]),
+    ("Hi there, the lab's being mopped so please avoid it, and could you head over to the office?",
+     ["1. go to office", "avoiding lab"]),
+    ("The corridor between the hall and the lab is shut today, so take the other way to the lab.",
+     ["1. go to lab", "avoiding the corridor hall-lab"]),
+    ("In case the cup isn't on the lab, go and look for it in the office, otherwise just come "
+     "back to the dock.",
+     ["1. if the cup is not in lab: look for the cup in office, else return to the dock"]),
+    ("The connection between the hall and the lab is blocked, so go to the office.",
+     ["1. go to office", "avoiding the corridor hall-lab"]),
+    ("I need you on the pantry, thanks.", ["1. go to pantry"]),
+    ("Would you mind nipping down to the pantry?", ["1. go to pantry"]),
+    ("Time to charge, head back to your charger.", ["1. return to the dock"]),
+    ("Park yourself on your docking station.", ["1. return to the dock"]),
+    ("Is the cup still out on the lab?", ["1. say whether the cup is in lab"]),
+    ("Is the red block in the office, do you know?", ["1. say whether the red block is in office"]),
+    ("Right, so I need you to go to the lab first, then the office. No need to look around, "
+     "just drive.", ["1. go to lab", "2. go to office"]),
+    ("if the cup is in the lab, look in the office. Either way, head back to your charger "
+     "afterwards.", ["1. if the cup is in lab: look in office", "2. return to the dock"]),
+    ("go check on the lab", ["1. look in lab"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     assert lines(text) == want
@@ -177,6 +202,23 @@ def test_a_rewrite_never_turns_a_place_into_the_dock():
 def test_unknown_names_are_still_refused_by_name_after_a_rewrite(text, unknown):
     p = understand_instruction(text, C, MAP, None, OBJ, "dock")
     assert isinstance(p, Refused) and f"'{unknown}'" in p.reason, p
+
+
+def test_a_list_of_three_places_with_or_asks_back_all_three():
+    p = understand_instruction("Go to the lab, the office or the pantry, any of those is fine.",
+                               C, MAP, None, OBJ, "dock")
+    assert isinstance(p, Clarify) and p.options == ("lab", "office", "pantry"), p
+
+
+def test_places_avoided_only_together_are_all_named_in_the_refusal():
+    # avoiding the lab alone or the office alone leaves a route to... nothing here is cut by one:
+    # on a ring dock-a-goal-b-dock, avoiding a and b cuts goal off only together
+    ring = WorldMap({w: (float(i), 0.0, 0.0) for i, w in enumerate(("dock", "a", "goal", "b"))},
+                    {("dock", "a"): 1.0, ("a", "goal"): 1.0, ("goal", "b"): 1.0,
+                     ("b", "dock"): 1.0}, "dock")
+    p = understand_instruction("keep out of a and b, and drive to the goal", C, ring, None, OBJ,
+                               "dock")
+    assert isinstance(p, Refused) and "passes a or b" in p.reason, p
 
 
 def test_a_trailing_ellipsis_hesitation_still_asks_back():

@@ -289,7 +289,7 @@ _AVOID = re.compile(
     r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting|taking)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
-_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link)\s+(?:between|from|linking|joining|"
+_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+(?:between|from|linking|joining|"
                       r"connecting)\s+(?P<a>.+?)\s+"
                       r"(?:and|to)\s+(?P<b>.+)$", re.I)
 _PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+?)\s+"
@@ -318,7 +318,7 @@ _BEFORE = re.compile(r"^(?P<a>.+?)\s+before\s+(?P<v>going|heading|driving|return
 _ING = {"going": "go", "heading": "head", "driving": "drive", "returning": "return",
         "coming": "come", "checking": "check", "visiting": "go to", "looking": "look",
         "inspecting": "inspect", "searching": "search", "finding": "find"}
-_WHERE = r"(?:(?:in|at|inside)\s+(?P<p>.+)|(?P<there>there\b.*))"
+_WHERE = r"(?:(?:in|at|inside|on)\s+(?P<p>.+)|(?P<there>there\b.*))"
 _CONDS = (
     re.compile(r"^there\s+(?:is|are)\s+(?P<neg>no\s+|not\s+(?:a|an|any)\s+)?(?P<t>.+?)\s+"
                + _WHERE + "$", re.I),
@@ -765,12 +765,22 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
 
 
 def _cut(inst: Instruction, wm: WorldMap, src: str, dst: str) -> str:
-    """What of ``inst``'s constraints the map's shortest route src -> dst runs into."""
-    path = wm.shortest_path(src, dst) or []
-    hit = [w for w in path[1:] if w in inst.avoid_waypoints]
-    hit += [f"the corridor {a}-{b}" for a, b in inst.avoid_corridors
-            if any(_key(p, q) == (a, b) for p, q in zip(path, path[1:], strict=False))]
-    return ", ".join(dict.fromkeys(hit)) or "the avoided places and corridors"
+    """Which of ``inst``'s constraints keep src -> dst apart: each one whose lifting alone
+    opens a route; when only lifting several would, all of them ("avoid the footbridge and
+    the subway" cuts the sidings off only together: both are named)."""
+    places = [(w, f"{w}") for w in inst.avoid_waypoints]
+    corridors = [(c, f"the corridor {c[0]}-{c[1]}") for c in inst.avoid_corridors]
+
+    def opens(without: Any) -> bool:
+        rest = replace(inst, avoid_waypoints=tuple(w for w in inst.avoid_waypoints
+                                                   if w != without),
+                       avoid_corridors=tuple(c for c in inst.avoid_corridors if c != without))
+        return bool(wm.shortest_path(src, dst, rest.avoid_edges(wm, src)))
+
+    hit = [name for c, name in [*places, *corridors] if opens(c)]
+    if not hit:  # only together: name every constraint on the unconstrained routes' way
+        hit = [name for _, name in [*places, *corridors]]
+    return " or ".join(hit) if len(hit) <= 2 else ", ".join(hit[:-1]) + " or " + hit[-1]
 
 
 def _unread(text: str, colours: Sequence[str], waypoints: Sequence[str],

@@ -25,7 +25,7 @@ _END = r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but)\b))"  # a phrase ends at a separ
 _CLAUSE = r"(^|[,;.]\s*|\bthen\s+|\band\s+)"  # where a clause starts (kept as group 1)
 _PLACE = r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?"
 _DOCKING = "return to the charger"  # the grammar's dock request, naming no place
-_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still|there|here)\b)[a-z][\w-]*)?"
+_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still|there|here|somewhere)\b)[a-z][\w-]*)?"
 
 #: contractions the grammar reads spelled out
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
@@ -39,14 +39,31 @@ CONTRACTIONS: tuple[tuple[str, str], ...] = (
 PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # hesitations and politeness: said, not meant as a step
     (r"\b(?:would|do)\s+you\s+mind\s+(?P<v>driv|head|go|check|look|search|visit|find|return|"
-     r"com|stopp|swing|popp|dropp|tak|mak|bring)ing\b", r"\g<v>ing_"),
+     r"com|stopp|swing|popp|dropp|tak|mak|bring|nipp|runn|scoot|zipp)ing\b", r"\g<v>ing_"),
     (r"\b(driv|com|tak|mak)ing_", r"\1e"),
-    (r"\b(stop|pop|drop)ping_", r"\1"),
+    (r"\b(stop|pop|drop|nip|run|zip)ping_", r"\1"),
     (r"\b(\w+)ing_", r"\1"),
     (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|almost\s+|nearly\s+|"
      r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
     (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:last|most\s+"
      r"recently)\b", r"where \g<t> was last seen"),
+    (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*", ""),
+    (r"^(?:ok(?:ay)?|right|so)?\s*,?\s*(?:a\s+couple\s+of|a\s+few|two|three)\s+things\s*[:,]\s*", ""),
+    (r"(?:^|(?<=[.;,]\s))either\s+way\s*,?\s*", ""),
+    (r"[,\s]+(?:any|either)\s+(?:of\s+(?:those|them|these|the\s+\w+)|one)\s+(?:is\s+fine|works|will\s+do|"
+     r"is\s+ok(?:ay)?)" + r"(?=\s*(?:[,;.?!]|$))", ""),
+    (r"\b(?P<v>(?:go|drive|head)\s+to|check|visit|inspect)\s+(?P<a>" + _PLACE + r")\s*,\s*(?P<b>" + _PLACE
+     + r")\s*,?\s+or\s+(?P<c>" + _PLACE + r")" + _END, r"\g<v> \g<a> or \g<b> or \g<c>"),
+    # "the buffet's being mopped, so please avoid it": a reason, then the constraint
+    (r"^(?P<p>(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?:'s|\s+is|\s+are)\s+being\s+\w+\s*,?\s*"
+     r"(?:so\s+)?(?:please\s+)?(?P<v>avoid|keep\s+out\s+of|stay\s+out\s+of|keep\s+away\s+from)\s+(?:it|"
+     r"them)\b", r"\g<v> \g<p>"),
+    (r"[,;]?\s*so\s+(?:take|use|go)\s+(?:the\s+)?(?:other|another|long)\s+(?:way|route)\s+(?:round\s+|"
+     r"around\s+)?to\s+", ", go to "),
+    (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:miss|wide\s+berth)\b", r"avoid \g<p>"),
+    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:and\s+)?on\s+(?:the|your)\s+way\s*,?\s*"
+     r"(?:stop|call|pop|drop)\s+(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+and\s+(?:take|have)\s+a\s+"
+     r"(?:quick\s+)?look$", r"check \g<b>, then go to \g<a>"),
     (r"\b(?:um+|uh+|erm*|hmm+)\b\s*,?\s*", ""),
     (r"\s*(?:\.{2,}|\u2026)\s*", " "),  # "the waiting room... or was it outpatients?"
     (r"\b(?:or\s+(?:was|is)\s+it|or\s+maybe|or\s+perhaps|or\s+rather)\s+", "or "),
@@ -57,8 +74,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (_CLAUSE + r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|i\s+(?:need|want|would\s+"
      r"like)\s+(?:you\s+)?to\s+|you\s+(?:can|could|should|may)\s+(?:now\s+)?|go\s+ahead\s+and\s+"
      r"|be\s+so\s+kind\s+as\s+to\s+|(?:please\s+)?make\s+sure\s+(?:you|to)\s+)", r"\1"),
-    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|(?:would|will|could|can)\s+"
-     r"you(?:\s+please)?|when\s+you\s+(?:can|"
+    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+idea|"
+     r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
      r"it)" + _END, ""),
@@ -81,7 +98,13 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"(?:where\s+)?you\s+last\b)", "go to "),
     (r"\s*,?\s*(?:and\s+)?whatever\s+you\s+do\s*,\s*", ", and "),
     (r"\bif\s+it\s+turns\s+out\s+(?:that\s+)?", "if "),
-    (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)\b", _DOCKING),
+    (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)(?:\s+to\s+(?:the\s+|"
+     r"your\s+)?(?:dock|charger|base|docking\s+station|charging\s+station))?\b", _DOCKING),
+    (r"\bpark\s+(?:yourself\s+)?(?:on|at|in|onto)\s+(?:the\s+|your\s+)?(?:dock|charger|docking\s+station|"
+     r"charging\s+station|base)\b", _DOCKING),
+    (r"[.,;]?\s*(?:there\s+is\s+)?no\s+need\s+to\s+(?:look|check|stop)(?:\s+around|\s+inside|\s+anywhere)?"
+     r"\s*[,;.]?\s*(?:just\s+drive)?$", ""),
+    (r"\bjust\s+(?=(?:come|go|head|drive|return|dock|check|look|find)\b)", ""),
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
     (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came\s+"
      r"round|did\s+(?:your|the|a)\s+round)(?:\s+around)?"
@@ -96,6 +119,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\s+(?:first|firstly)\s*,?\s+and\s+(?:then\s*,?\s+)?", ", then "),
     (r"\s+(?:second|secondly|third|thirdly|next|last|lastly)" + r"(?=\s*(?:[,;.?!]|$))", ""),
     (r"\s+(?:first|firstly)" + _END, ""),
+    (r"(?<=\w)\s+(?:afterwards|afterward|after\s+that|at\s+the\s+end)(?=\s*(?:[,;.?!]|$))", ""),
     (r"\s+on\s+(?:the|your|its|my)\s+way\s+(?:over\s+|back\s+)?(?:to|into)\s+", ", then go to "),
     (r"[.,;\s]+(?:and\s+)?(?:once|when|after)\s+(?:you\s+are|you\s+have|it\s+is|that\s+is|you)?\s*"
      r"(?:done|finished|through|been)(?:\s+(?:there|with\s+(?:that|it)|in\s+there))?\s*,?\s*"
@@ -104,8 +128,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"[,;]\s*(?:and\s+)?so\s+", ", "),
     # drive somewhere
     (r"\bmake\s+(?:a\s+)?(?:quick\s+|short\s+)?(?:stop|visit|trip)\s+(?:at|to|in)\s+", "go to "),
-    (r"\b(?:swing|stop|drop|pop|call|pass|come|nip)\s+(?:off\s+)?(?:by|past|into|in\s+(?:at|to)|"
-     r"over\s+to|round\s+to|around\s+to)\s+", "go to "),
+    (r"\b(?:swing|stop|drop|pop|call|pass|come|nip|zip|scoot)\s+(?:off\s+)?(?:by|past|into|in\s+(?:at|to)|"
+     r"over\s+to|round\s+to|around\s+to|down\s+to|up\s+to|across\s+to)\s+", "go to "),
     (r"\bstop\s+(?:off\s+)?(?:at|in)\s+", "go to "),
     (r"\bmake\s+(?:your|a|the)\s+way\s+(?:over\s+|back\s+|down\s+|up\s+)?(?:to|into)\s+",
      "go to "),
@@ -198,9 +222,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      + r")\s+(?:most\s+recently|last)\b", r"the place you last saw \g<t>"),
     (_CLAUSE + r"see\s+(?:if|whether)\s+you\s+can\s+(?:spot|find|see)\s+(?P<t>" + _THING + r")\s+(?:in|at|"
      r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
-    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")\s*[,;.]\s*(?:so\s+)?"
-     r"(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for)\s+(?:it|them)"
-     r"(?:\s+(?:for\s+me|please))?\s*\??$", r"find \g<t>"),
+    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+somewhere)?\s*[,;.]\s*"
+     r"(?:so\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for|hunt|track)\s+"
+     r"(?:it|them)(?:\s+down)?(?:\s+(?:for\s+me|please))?\s*\??$", r"find \g<t>"),
     (r"\bwherever\b", "where"),
     (r"\b(?:hunt|track|seek|search)\s+(?:down|out)\s+|\bgo\s+(?:and\s+)?find\s+|\bhunt\s+for\s+"
      r"(?=" + _THING + _END + ")", "find "),
@@ -244,6 +268,11 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
     t = text
     for rx, to in _CONTRACTED:
         t = rx.sub(to, t)
+    if waypoints:  # "on the footbridge", "onto the forecourt": in / to that place, as said of any
+        alts = "|".join(re.escape(w).replace("_", "[ _]") for w in sorted(waypoints, key=len,
+                                                                             reverse=True))
+        t = re.sub(rf"(?<!\bcheck )(?<!\bchecking )(?<!\bup )\b(?:on|onto)\s+(?=(?:the\s+)?(?:{alts})\b)",
+                   "in ", t, flags=re.I)  # "check on the lab" / "check up on" keep their "on"
     said = _bag(t, colours, waypoints, objects)
     for rx, to in _COMPILED:
         new = " ".join(rx.sub(to, t).split()).strip(" ,;.!")
