@@ -437,3 +437,20 @@ def test_pipeline_reproposes_when_another_writer_deployed_meanwhile(plan, wm, ex
     assert not s.deployed and "not deployed" in s.decision.reason
     with pytest.raises(ValueError):
         PlanGatePipeline(plan, RuleUpdater(), gate, stale_retries=-1)
+
+
+def test_believed_places_nearest_first_or_latest_look_first(wm):
+    from glove_ros.core.plan.agent_memory import LookBelief
+    # memory believes the person is at a (1 m, seen at entry 12) and at c (3 m, seen at 14)
+    b = Beliefs({"a": LookBelief("a", {"objects=person": 1}, 12),
+                 "c": LookBelief("c", {"objects=person": 1}, 14)}, {})
+    near = rank_options(wm, b, "dock", "person", ("dock",), ())
+    latest = rank_options(wm, b, "dock", "person", ("dock",), (), believed_order="latest")
+    assert [o.waypoint for o in near[:2]] == ["a", "c"]
+    assert [o.waypoint for o in latest[:2]] == ["c", "a"]  # the last sighting first
+    assert all(o.kind == "believed" for o in latest[:2])
+    assert [o.waypoint for o in near[2:]] == [o.waypoint for o in latest[2:]]  # the rest alike
+    with pytest.raises(ValueError, match="believed_order must be one of nearest, latest"):
+        rank_options(wm, b, "dock", "person", ("dock",), (), believed_order="newest")
+    with pytest.raises(ValueError, match="believed_order"):
+        AgentConfig(believed_order="closest").validate()

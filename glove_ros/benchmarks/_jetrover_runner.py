@@ -324,7 +324,8 @@ class ModeRunner:
         self.memory: MemoryView = self.view if self.view is not None \
             else StoreMemoryView(self.store)
         self.planner = planner_factory() if planner_factory else GreedyPlanner()
-        self.agent_config = AgentConfig(max_steps=self.config.max_steps)
+        self.agent_config = AgentConfig(max_steps=self.config.max_steps,
+                                        believed_order=self.config.believed_order)
         self.agent = TaskAgent(
             WorldMap.from_world(world), self.planner, self.memory,
             self.config.robot_id, config=self.agent_config,

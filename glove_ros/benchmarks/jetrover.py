@@ -112,7 +112,12 @@ from glove_ros.benchmarks._jetrover_drift import DetectorRates
 from glove_ros.benchmarks._jetrover_report import format_table, write_plot
 from glove_ros.benchmarks._jetrover_runner import ModeRunner
 from glove_ros.benchmarks._jetrover_tuning import load_params, write_params
-from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
+from glove_ros.core.plan.agent_policy import (
+    BELIEVED_ORDERS,
+    GreedyPlanner,
+    LlmPlanner,
+    LlmPlannerConfig,
+)
 from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.memory_rules import BASELINE_PARAMS
 from glove_ros.core.verify.memory_views import RULE_PARAMS
@@ -369,7 +374,9 @@ def config_doc(cfg: BenchConfig, episodes: int, planner: str = "greedy") -> dict
     is checked against)."""
     return {"episodes": episodes, "seed": cfg.seed, "max_steps": cfg.max_steps,
             "look_frames": cfg.look_frames, "frame_size": list(cfg.frame_size),
-            "task_start": cfg.task_start, "planner": planner, **cfg.describe()}
+            "task_start": cfg.task_start, "planner": planner,
+            **({"believed_order": cfg.believed_order} if cfg.believed_order != "nearest" else {}),
+            **cfg.describe()}
 
 
 def _best(results: Mapping[str, Any], names: Sequence[str],
@@ -448,6 +455,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="camera frames per look (default: %(default)s)")
     parser.add_argument("--task-start", choices=TASK_STARTS, default=BenchConfig.task_start,
                         help="where each task starts (default: %(default)s)")
+    parser.add_argument("--believed-order", choices=BELIEVED_ORDERS,
+                        default=BenchConfig.believed_order,
+                        help="of several places memory believes hold the target, every method's "
+                        "agent goes to the nearest first or to the one looked at latest "
+                        "(default: %(default)s)")
     parser.add_argument("--baselines", default="none", metavar="LIST",
                         help="baseline rules to run beside the modes: comma-separated names "
                         f"({', '.join(RULE_PARAMS)}, each optionally with +retest), 'all' "
@@ -545,6 +557,7 @@ def main(args: argparse.Namespace) -> int:
         world = load_world(args.scenario)
         cfg = BenchConfig(episodes=args.episodes, seed=args.seed, max_steps=args.max_steps,
                           look_frames=args.look_frames, task_start=args.task_start,
+                          believed_order=getattr(args, "believed_order", "nearest"),
                           verifier=_parse_overrides(args.verifier),
                           frame_size=_parse_size(getattr(args, "frame_size", None)),
                           detector=getattr(args, "detector", "auto"),

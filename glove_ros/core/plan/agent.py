@@ -85,7 +85,13 @@ from typing import Any
 from glove_ros.core.memory.experience import Transition
 from glove_ros.core.memory.looks import look_kind
 from glove_ros.core.plan.agent_memory import Beliefs, MemoryView
-from glove_ros.core.plan.agent_policy import GreedyPlanner, PlanContext, PlanDecision, rank_options
+from glove_ros.core.plan.agent_policy import (
+    BELIEVED_ORDERS,
+    GreedyPlanner,
+    PlanContext,
+    PlanDecision,
+    rank_options,
+)
 from glove_ros.core.plan.agent_types import (
     ACTION_LOOK,
     ACTION_NAVIGATE,
@@ -126,7 +132,9 @@ class AgentConfig:
     the route to the chosen goal more than this many times longer than the map's shortest
     route (None: never; the verifier decides which negatives are stale enough to re-test);
     ``relook``: when every reachable waypoint was searched in vain, look once more at those
-    where memory has seen the colour (one missed detection must not fail a task).
+    where memory has seen the colour (one missed detection must not fail a task);
+    ``believed_order``: of several believed locations, go to the ``nearest`` first (default)
+    or to the one looked at ``latest`` (:func:`~glove_ros.core.plan.agent_policy.rank_options`).
     """
 
     max_steps: int = 30
@@ -135,6 +143,7 @@ class AgentConfig:
     reverify_on_stuck: bool = True
     reverify_detour: float | None = 1.5
     relook: bool = True
+    believed_order: str = "nearest"
 
     def validate(self) -> AgentConfig:
         """Raise ValueError naming the bad field."""
@@ -144,6 +153,9 @@ class AgentConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+        if self.believed_order not in BELIEVED_ORDERS:
+            raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
+                             f"{self.believed_order!r}")
         d = self.reverify_detour
         if d is not None and (not isinstance(d, (int, float)) or not d > 1.0):
             raise ValueError(f"reverify_detour must be a ratio > 1 or None, got {d!r}")
@@ -336,7 +348,7 @@ class TaskAgent:
         assert self.task is not None and self.current is not None
         avoid = frozenset(beliefs.blocked_edges | self._task_blocked)
         options = rank_options(self.map, beliefs, self.current, self.task.color, self._checked,
-                               avoid, self.config.belief_threshold)
+                               avoid, self.config.belief_threshold, self.config.believed_order)
         return PlanContext(self.task, self.current, self.map, beliefs, options,
                            frozenset(self._checked), avoid,
                            self.report.steps if self.report else 0)

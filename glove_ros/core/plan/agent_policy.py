@@ -85,15 +85,25 @@ class PlanDecision:
     elapsed_s: float = 0.0
 
 
+#: how believed locations are ordered: ``nearest`` first, or the ``latest`` look first
+BELIEVED_ORDERS = ("nearest", "latest")
+
+
 def rank_options(world_map: WorldMap, beliefs: Beliefs, current: str, color: str,
                  checked: Iterable[str], avoid: Iterable[tuple[str, str]],
-                 belief_threshold: float = 0.5) -> tuple[PlanOption, ...]:
+                 belief_threshold: float = 0.5, believed_order: str = "nearest"
+                 ) -> tuple[PlanOption, ...]:
     """Reachable waypoints not looked at this task, best first (the greedy rule).
 
-    Believed target locations (share >= ``belief_threshold``) nearest first, then unexplored
-    waypoints nearest first, then the rest: those where the colour was seen at all first
-    (larger share first), then least recently seen first (ties: nearest).
+    Believed target locations (share >= ``belief_threshold``) nearest first (``believed_order``
+    ``latest``: the place whose last trusted look is the most recent first, ties nearest: of
+    two places memory believes hold a person, the one they were seen at last), then
+    unexplored waypoints nearest first, then the rest: those where the colour was seen at all
+    first (larger share first), then least recently seen first (ties: nearest).
     """
+    if believed_order not in BELIEVED_ORDERS:
+        raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
+                         f"{believed_order!r}")
     dist, _ = world_map.distances(current, avoid)
     done = set(checked)
     out = []
@@ -110,6 +120,8 @@ def rank_options(world_map: WorldMap, beliefs: Beliefs, current: str, color: str
 
     def key(o: PlanOption) -> tuple[Any, ...]:
         if o.kind == "believed":
+            if believed_order == "latest":
+                return (0, -o.last_id, o.distance, o.waypoint)
             return (0, o.distance, -o.share, o.waypoint)
         if o.kind == "unexplored":
             return (1, o.distance, 0, o.waypoint)
