@@ -337,7 +337,7 @@ _LOOK_FOR = re.compile(r"^(?:look|search|check)\s+for\s+(?P<t>.+?)\s+(?:in|at|in
 # (a small model turns "pick up the donut" into a find and "open the vestry door" into a drive)
 CANNOT = re.compile(
     r"(?:^|[,;.]\s*|\b(?:and|then|but|also|to|first|please)\s+)(?P<v>pick\s+(?:\w+\s+){0,3}?up|grab|"
-    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|push|pull|"
+    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|raise|lower|push|pull|"
     r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|unlock|lock|turn\s+(?:on|off)|switch\s+"
     r"(?:on|off)|press|knock\s+on|move\s+(?:the|a|an|my|your|this|that|it|them))\b", re.I)
 CAN_DO = "I drive, look, search, answer from memory and dock"
