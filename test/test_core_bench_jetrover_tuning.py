@@ -81,6 +81,14 @@ def test_load_params_checks_world_config_and_baselines(tmp_path):
         load_params(path, "w", {**_CFG, "seed": 7, "look_frames": 2}, ["RecentK"])
     with pytest.raises(ValueError, match="no setting for PageHinkleyReset"):
         load_params(path, "w", {**_CFG, "seed": 7}, ["PageHinkleyReset"])
+    # settings tuned with the agent going to the latest sighting first fit only such runs
+    latest = [_doc(4, [_row({"k": 3}, 8, 3.0)]), _doc(5, [_row({"k": 3}, 8, 3.0)])]
+    for d in latest:
+        d["config"]["believed_order"] = "latest"
+    path.write_text(json.dumps(tune_from_docs(latest)))
+    assert load_params(path, "w", {**_CFG, "seed": 7, "believed_order": "latest"}, ["RecentK"])
+    with pytest.raises(ValueError, match="believed_order"):
+        load_params(path, "w", {**_CFG, "seed": 7}, ["RecentK"])
     path.write_text("{}")
     with pytest.raises(ValueError, match="is not a"):
         load_params(path, "w", {**_CFG, "seed": 7}, ["RecentK"])
