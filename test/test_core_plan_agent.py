@@ -135,6 +135,19 @@ def test_world_map_knows_corridors_not_blockages_nor_blocks():
         WorldMap({"a": (0, 0, 0)}, {("a", "b"): 1.0})
 
 
+def test_a_corridor_given_in_either_order_is_one_corridor():
+    # held-out instruction set 9 gave "winze, stope": "avoid the corridor between the winze and
+    # the stope" was refused as not on the map, because lookups use the sorted key
+    wps = {"winze": (0, 0, 0), "stope": (1, 0, 0), "adit": (2, 0, 0)}
+    m = WorldMap(wps, {("winze", "stope"): 2.0, ("stope", "adit"): 1.0}, "winze")
+    assert m.length("winze", "stope") == m.length("stope", "winze") == 2.0
+    assert m.length("adit", "stope") == 1.0 and set(m.edges) == {("stope", "winze"),
+                                                                  ("adit", "stope")}
+    assert m.shortest_path("winze", "adit", avoid=[("stope", "winze")]) in (None, [])
+    with pytest.raises(ValueError, match="given twice with different lengths"):
+        WorldMap(wps, {("winze", "stope"): 2.0, ("stope", "winze"): 3.0})
+
+
 def test_colors_of_parses_signatures_and_rejects_other_text():
     assert look_names("colors=blue,red") == {"blue", "red"}
     assert look_names("colors=") == frozenset()

@@ -180,8 +180,39 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
     ("if the cup is in the lab, look in the office. Either way, head back to your charger "
      "afterwards.", ["1. if the cup is in lab: look in office", "2. return to the dock"]),
     ("go check on the lab", ["1. look in lab"]),
+    # after held-out set 8 (a development set now)
+    ("Go to the office, but stop at the lab on the way and take a look.",
+     ["1. look in lab", "2. go to office"]),
+    ("Could you go to the lab, then the office? Just drive, no need to look.",
+     ["1. go to lab", "2. go to office"]),
+    # after held-out set 9 (a development set now)
+    ("Have a look in the lab for the red block, would you?", ["1. look for the red block in lab"]),
+    ("Without going anywhere, tell me whether the cup is in the office.",
+     ["1. say whether the cup is in office"]),
+    ("Go to the lab; before that, though, tell me whether the cup is in the office.",
+     ["1. say whether the cup is in office", "2. go to lab"]),
+    ("Visit the pantry, but the passage from the hall to the lab is closed, so don't take it.",
+     ["1. go to pantry", "avoiding the corridor hall-lab"]),
+    ("Please avoid the hall-to-lab corridor and go to the office.",
+     ["1. go to office", "avoiding the corridor hall-lab"]),
+    ("Hiya! So I was wondering if you could do me a favour: go over to the lab first, then have a "
+     "peek inside the office, and after that, if it's not too much trouble, head down to the "
+     "kitchen. Oh, and don't go through the pantry at all, it's being serviced.",
+     ["1. go to lab", "2. look in office", "3. go to kitchen", "avoiding pantry"]),
+    ("Head to either the lab or the office.", None),
+    ("Stay out of the lab while you check the office.", ["1. look in office", "avoiding lab"]),
+    ("On the way to the office, check the lab.", ["1. look in lab", "2. go to office"]),
+    ("Could you go looking for the red block? Search wherever you think best.",
+     ["1. find the red block"]),
+    ("Okay so what I need is, um, for you to go down to the kitchen, have a proper look around "
+     "there, and then, when you're done with that, tell me what's changed.",
+     ["1. look in kitchen", "2. say what changed"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
+    if want is None:  # a choice said with "either": asked back
+        p = understand_instruction(text, C, MAP, None, OBJ, "dock")
+        assert isinstance(p, Clarify) and p.options == ("lab", "office"), p
+        return
     assert lines(text) == want
 
 
@@ -219,6 +250,12 @@ def test_places_avoided_only_together_are_all_named_in_the_refusal():
     p = understand_instruction("keep out of a and b, and drive to the goal", C, ring, None, OBJ,
                                "dock")
     assert isinstance(p, Refused) and "passes a or b" in p.reason, p
+
+
+@pytest.mark.parametrize("text", ["Find the block.", "where did you last see the block?"])
+def test_the_block_with_two_colours_on_the_map_is_asked_back(text):
+    p = understand_instruction(text, C, MAP, None, OBJ, "dock")
+    assert isinstance(p, Clarify) and p.options == C, p
 
 
 def test_a_trailing_ellipsis_hesitation_still_asks_back():

@@ -141,6 +141,15 @@ class WorldMap:
     dock: str = ""
 
     def __post_init__(self) -> None:
+        # one key per corridor, its two ends in sorted order, whatever order they were given
+        # in: every lookup (``length``, the instruction checks) uses that key
+        keyed: dict[tuple[str, str], float] = {}
+        for (a, b), length in self.edges.items():
+            k = _edge_key(a, b)
+            if k in keyed and keyed[k] != length:
+                raise ValueError(f"edge {a}-{b} is given twice with different lengths")
+            keyed[k] = length
+        object.__setattr__(self, "edges", keyed)
         adjacency: dict[str, list[tuple[str, float]]] = {w: [] for w in self.waypoints}
         for (a, b), length in self.edges.items():
             if a not in adjacency or b not in adjacency:

@@ -292,7 +292,7 @@ _AVOID = re.compile(
 _BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+(?:between|from|linking|joining|"
                       r"connecting)\s+(?P<a>.+?)\s+"
                       r"(?:and|to)\s+(?P<b>.+)$", re.I)
-_PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+?)\s+"
+_PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*-\s*to\s*-\s*|\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+?)\s+"
                    r"(?:corridor|passage)$", re.I)
 _ONE = re.compile(r"^(?:the\s+)?(?P<a>.+?)\s+(?:corridor|passage)$", re.I)
 _IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
@@ -343,6 +343,9 @@ CANNOT = re.compile(
 CAN_DO = "I drive, look, search, answer from memory and dock"
 _BARE_AND = re.compile(r"^(?P<a>(?:the\s+)?\w+(?:\s+\w+)?)\s+and\s+(?P<b>(?:the\s+)?\w+(?:\s+\w+)?)$",
                        re.I)
+_WHICH_BLOCK = re.compile(r"(?:find|look\s+for|search\s+for|locate|hunt\s+for|where\s+is|where\s+did\s+you"
+                          r"\s+(?:last\s+)?see|go\s+to\s+where\s+you\s+(?:last\s+)?saw)\s+(?:the|a|my)\s+block\s*\??",
+                          re.I)
 _PLACE_FOR = re.compile(r"^(?:in\s+|inside\s+)?(?P<p>.+?)\s+for\s+(?P<t>.+)$", re.I)
 _THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)
 _IT = re.compile(r"\b(it|them)\b", re.I)
@@ -703,6 +706,8 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
     objects, wps = tuple(objects), world_map.waypoint_ids
     said = _normal(text)
     t = canonical(said, colours, wps, objects)
+    if len(colours) > 1 and _WHICH_BLOCK.fullmatch(t):  # "find the block": which one?
+        return Clarify(f"Which block: {' or '.join(colours)}?", tuple(colours))
     cols, places, objs = names_in(t, colours, wps, objects)
     # one request holds at most one place (two for a corridor) and one target: more names go
     # through the instruction readers, never the single-request LLM, which would drop some

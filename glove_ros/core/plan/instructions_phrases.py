@@ -47,7 +47,20 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
     (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:last|most\s+"
      r"recently)\b", r"where \g<t> was last seen"),
-    (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*", ""),
+    (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*|^(?:hiya|hi|hello|hey|morning|good\s+morning)\s*[!,.]\s*", ""),
+    (r"^(?:so\s+)?i\s+was\s+wondering\s+if\s+you\s+could\s+(?:do\s+me\s+a\s+favou?r\s*[:,]\s*)?", ""),
+    (r"^(?:ok(?:ay)?\s*,?\s+)?(?:so\s+)?what\s+i\s+need\s+is\s*,?\s*(?:um\s*,?\s*)?(?:for\s+you\s+)?to\s+", ""),
+    (r"(?:\s*,)?\s*if\s+it\s+is\s+not\s+too\s+much\s+trouble\s*,?", ""),
+    (r"\s+at\s+all(?=\s*(?:[,;.?!]|$))", ""),
+    (r"[.,;]\s*oh\s*,?\s*(?=and\b)", ", "),
+    (r"[,;]\s*(?:it|they)\s+(?:is|are)\s+being\s+\w+(?=\s*(?:[.;!?]|$))", ""),
+    (r"^without\s+(?:going|moving|driving)\s+anywhere\s*,?\s*", ""),
+    (r"\s*,\s*though\s*,\s*", ", "),
+    (r"\beither\s+(?=(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s+or\b)", ""),
+    (r"[.,;]?\s*(?:search|look)\s+(?:wherever|anywhere)(?:\s+you\s+(?:think|like|want)(?:\s+(?:best|fit))?)?$",
+     ""),
+    (r"^on\s+(?:the|your)\s+way\s+(?:over\s+)?(?:to|into)\s+(?P<a>" + _PLACE + r")\s*,\s*(?P<b>[^,;]+)$",
+     r"\g<b>, then go to \g<a>"),
     (r"^(?:ok(?:ay)?|right|so)?\s*,?\s*(?:a\s+couple\s+of|a\s+few|two|three)\s+things\s*[:,]\s*", ""),
     (r"(?:^|(?<=[.;,]\s))either\s+way\s*,?\s*", ""),
     (r"[,\s]+(?:any|either)\s+(?:of\s+(?:those|them|these|the\s+\w+)|one)\s+(?:is\s+fine|works|will\s+do|"
@@ -58,9 +71,19 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"^(?P<p>(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?:'s|\s+is|\s+are)\s+being\s+\w+\s*,?\s*"
      r"(?:so\s+)?(?:please\s+)?(?P<v>avoid|keep\s+out\s+of|stay\s+out\s+of|keep\s+away\s+from)\s+(?:it|"
      r"them)\b", r"\g<v> \g<p>"),
+    (r"[,;]?\s*so\s+(?:do\s+not|never)\s+(?:take|use|go\s+through|go\s+that\s+way)(?:\s+it|\s+that)?"
+     r"(?=\s*(?:[.;!?]|$))", ""),
     (r"[,;]?\s*so\s+(?:take|use|go)\s+(?:the\s+)?(?:other|another|long)\s+(?:way|route)\s+(?:round\s+|"
      r"around\s+)?to\s+", ", go to "),
     (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:miss|wide\s+berth)\b", r"avoid \g<p>"),
+    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:but\s+|and\s+)?(?:stop|call|pop|drop)\s+"
+     r"(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+on\s+(?:the|your)\s+way\s+and\s+(?:take|have)\s+"
+     r"a\s+(?:quick\s+)?look$", r"check \g<b>, then go to \g<a>"),
+    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:but\s+|and\s+)?(?:stop|call|pop|drop)\s+"
+     r"(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+on\s+(?:the|your)\s+way$",
+     r"go to \g<b>, then go to \g<a>"),
+    (r"[.,;?]?\s*just\s+drive\s*[,;.]?\s*(?:there\s+is\s+)?(?:no\s+need\s+to\s+(?:look|check|stop)(?:\s+around|"
+     r"\s+inside|\s+anywhere)?)?$", ""),
     (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:and\s+)?on\s+(?:the|your)\s+way\s*,?\s*"
      r"(?:stop|call|pop|drop)\s+(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+and\s+(?:take|have)\s+a\s+"
      r"(?:quick\s+)?look$", r"check \g<b>, then go to \g<a>"),
@@ -143,8 +166,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:reach|visit)\s+(?=the\s|[a-z])", "go to "),
     (r"\b(?:get|come)\s+(?:over\s+)?(?:to|into)\s+", "go to "),
     # back to the dock
-    (r"^(?P<a>(?!(?:where|what|which|who|how|when|is|are|was|were|has|have|had|did|do|does|can|"
-     r"could|would|will)\b).+?)\s*\?$", r"\g<a>"),  # "go to the lab?" is asked, not a question
+    (r"^(?P<a>(?!(?:where|what|which|who|how|when|is|are|was|were|has|have(?!\s+a\s)|had|did|do|"
+     r"does|can|could|would|will)\b).+?)\s*\?$", r"\g<a>"),  # "go to the lab?" is asked, not a question
     (r"\b(to|at|on)\s+your\s+(dock|charger|charging\s+station|docking\s+station|base)\b",
      r"\1 the \2"),
     (r"\b(?:go|come|head|get|return|drive|make\s+your\s+way)\s+(?:straight\s+)?(?:back\s+)?home\b",
@@ -161,14 +184,14 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # look
     (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
     (r"\b(?:check|look)\s+(?:on|up\s+on|in\s+on|over|out)\s+(?=the\s)", "check "),
-    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?(?:peek|peep|glance|look|gander)\s+(?:inside|"
+    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?(?:peek|peep|glance|look|gander)\s+(?:inside|"
      r"in|into|at|around|round)\s+", "look in "),
     (r"\b(?:peek|peep|glance)\s+(?:inside|in|into|at)\s+", "look in "),
     (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:quick\s+)?(?:once-over|look|check|glance|"
      r"look-see)" + _END, r"check \g<p>"),
     (r"\bhave\s+a\s+(?:quick\s+)?(?:nose|poke|rummage|scout)\s+(?:around|round|about)\s+(?:in\s+)?"
      r"(?=the\s)", "look in "),
-    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+)?look\s+for\s+", "look for "),
+    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?look\s+for\s+", "look for "),
     (r"\b(?:look|search|hunt)\s+(?:around|round|about|through)\s+(?P<p>" + _PLACE + r")\s+for\s+"
      r"(?P<t>" + _THING + r")" + _END, r"look for \g<t> in \g<p>"),
     (r"\b(?:look|search|check)\s+(?:in|inside|at|around|round|through)\s+(?P<p>" + _PLACE
@@ -178,9 +201,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
      r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
     (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
-    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s*,\s*(?:and\s+)?(?:have|take)\s+a\s+(?:quick\s+|little\s+)?"
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s*,\s*(?:and\s+)?(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?"
      r"look(?:\s+around|\s+round|\s+inside)?" + _END, r"check \g<p>"),
-    (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+)?(?:look|peek|"
+    (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?(?:look|peek|"
      r"glance|look\s+around)(?:\s+(?:around|round|there|inside))?" + _END, r"check \g<p>"),
     (r"\blook\s+for\s+(?P<t>" + _THING + r")\s+in\s+(?P<p>" + _PLACE + r")\s+and\s+(?P<t2>" + _THING
      + r")\s+in\s+(?P<p2>" + _PLACE + r")" + _END, r"look for \g<t> in \g<p>, then look for \g<t2> in \g<p2>"),
@@ -247,6 +270,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:going|driving|getting|coming)\s+(?:anywhere\s+|too\s+|at\s+all\s+)?near\s+", "going through "),
     (r"^(?P<a>(?:avoid|avoiding|skip|bypass)\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?:get|go|head|drive|"
      r"travel|make\s+your\s+way)\s+(?:over\s+)?(?:to|into)\s+(?P<p>[^,;]+)$", r"go to \g<p>, \g<a>"),
+    (r"^(?P<a>(?:avoid|stay\s+out\s+of|keep\s+out\s+of|keep\s+away\s+from|stay\s+away\s+from|steer\s+clear\s+of)"
+     r"\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?P<v>check|inspect|visit|search|look\s+in)\s+(?P<p>[^,;]+)$",
+     r"\g<v> \g<p>, \g<a>"),
     (r"\b(?:taking\s+care|being\s+careful|making\s+sure)\s+(?:not\s+to|to\s+not|never\s+to|that\s+"
      r"you\s+(?:do\s+not|never))\s+(?:enter|use|cross|go\s+(?:through|into|via)|pass\s+(?:through|"
      r"by)|drive\s+(?:through|into))\s+", "avoiding "),
