@@ -68,7 +68,12 @@ from glove_ros.core.ops.clock import ClockMap
 from glove_ros.core.ops.health import OK, WARN, LatencyStat
 from glove_ros.core.ops.resend import resend_waits
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
-from glove_ros.core.plan.agent_policy import GreedyPlanner, LlmPlanner, LlmPlannerConfig
+from glove_ros.core.plan.agent_policy import (
+    BELIEVED_ORDERS,
+    GreedyPlanner,
+    LlmPlanner,
+    LlmPlannerConfig,
+)
 from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.plan.tasks import object_vocabulary
 from glove_ros.core.world.observation import (
@@ -126,6 +131,8 @@ PARAMS = (
     Param("plan_db_path", "", "plan memory (Janus-gated) read as a prior at each task start; "
           "'' = none", read_only=True),
     Param("max_steps", 30, "actions per task before it fails"),
+    Param("believed_order", "nearest", "of several places memory believes hold the target: "
+          "'nearest' first or the one looked at 'latest' first"),
     Param("look.frames", 3, "perception frames fused into one look"),
     Param("look.min_count", 2, "a colour counts when seen in at least this many of the frames"),
     Param("look.timeout", 10.0, "wall seconds to wait for look frames"),
@@ -171,6 +178,9 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError(f"planner must be 'greedy' or 'llm', got '{values['planner']}'")
     if int(values["max_steps"]) < 1:
         raise ValueError("max_steps must be >= 1")
+    if values["believed_order"] not in BELIEVED_ORDERS:
+        raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
+                         f"'{values['believed_order']}'")
     if int(values["look.frames"]) < 1:
         raise ValueError("look.frames must be >= 1")
     LookConfig(frames=int(values["look.frames"]), min_count=int(values["look.min_count"]),
@@ -365,7 +375,8 @@ class PlannerNode(TaskRunning, LifecycleNode):
         self._agent = TaskAgent(
             self._map, planner, view, str(values["robot_id"]),
             config=AgentConfig(max_steps=int(values["max_steps"]),
-                               reverify_on_stuck=bool(values["reverify_on_stuck"])),
+                               reverify_on_stuck=bool(values["reverify_on_stuck"]),
+                               believed_order=str(values["believed_order"])),
             reverify=self._reverify if values["reverify_on_stuck"] else None,
             start_waypoint=self._at,
         )
