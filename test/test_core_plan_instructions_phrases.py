@@ -143,7 +143,8 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
      ["1. go to where the red block was last seen"]),
     ("Drive over to the place you saw the cup most recently.",
      ["1. go to where the cup was last seen"]),
-    ("When you last looked, where was the red block?", ["1. say where the red block was last seen"]),
+    ("When you last looked, where was the red block?",
+     ["1. say where the red block was last seen"]),
     ("First the lab, then the office, then home.",
      ["1. go to lab", "2. go to office", "3. return to the dock"]),
     ("Avoid the lab while you get to the office, please.", ["1. go to office", "avoiding lab"]),
@@ -259,7 +260,8 @@ def test_the_block_with_two_colours_on_the_map_is_asked_back(text):
 
 
 def test_a_trailing_ellipsis_hesitation_still_asks_back():
-    p = understand_instruction("Head to the lab... or was it the office?", C, MAP, None, OBJ, "dock")
+    p = understand_instruction("Head to the lab... or was it the office?", C, MAP, None, OBJ,
+                               "dock")
     assert isinstance(p, Clarify) and p.options == ("lab", "office"), p
 
 

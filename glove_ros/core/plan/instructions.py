@@ -289,10 +289,12 @@ _AVOID = re.compile(
     r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting|taking)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
-_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+(?:between|from|linking|joining|"
+_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+(?:be"
+                      r"tween|from|linking|joining|"
                       r"connecting)\s+(?P<a>.+?)\s+"
                       r"(?:and|to)\s+(?P<b>.+)$", re.I)
-_PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*-\s*to\s*-\s*|\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+?)\s+"
+_PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*-\s*to\s*-\s*|\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+"
+                   r"?)\s+"
                    r"(?:corridor|passage)$", re.I)
 _ONE = re.compile(r"^(?:the\s+)?(?P<a>.+?)\s+(?:corridor|passage)$", re.I)
 _IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
@@ -300,11 +302,13 @@ _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
                      r"(?:off[\s-]limits|out\s+of\s+bounds|closed|shut|blocked|forbidden|"
-                     r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s+now))?$",
+                     r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s"
+                     r"+now))?$",
                      re.I)
 # "once you've checked the greenhouse": what was done is a step of its own, done first
 _DONE = re.compile(r"^(?:once|after)\s+(?:you\s+have\s+|you've\s+|you\s+|having\s+)?"
-                   r"(?P<v>checked|visited|inspected|searched|looked|been|gone|driven|reached|found|"
+                   r"(?P<v>checked|visited|inspected|searched|looked|been|gone|driven|reached|found"
+                   r"|"
                    r"checking|visiting|inspecting|searching|looking|going|driving|reaching)\s+"
                    r"(?P<x>.+)$", re.I)
 _PAST = {"checked": "check", "checking": "check", "visited": "go to", "visiting": "go to",
@@ -336,15 +340,20 @@ _LOOK_FOR = re.compile(r"^(?:look|search|check)\s+for\s+(?P<t>.+?)\s+(?:in|at|in
 # what this robot has no hands or tools for, said as a step: refused before the model reads it
 # (a small model turns "pick up the donut" into a find and "open the vestry door" into a drive)
 CANNOT = re.compile(
-    r"(?:^|[,;.]\s*|\b(?:and|then|but|also|to|first|please)\s+)(?P<v>pick\s+(?:\w+\s+){0,3}?up|grab|"
-    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|raise|lower|push|pull|"
+    r"(?:^|[,;.]\s*|\b(?:and|then|but|also|to|first|please)\s+)(?P<v>pick\s+(?:\w+\s+){0,3}?up|grab"
+    r"|"
+    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|raise|lower|push|"
+    r"pull|"
     r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|unlock|lock|turn\s+(?:on|off)|switch\s+"
     r"(?:on|off)|press|knock\s+on|move\s+(?:the|a|an|my|your|this|that|it|them))\b", re.I)
 CAN_DO = "I drive, look, search, answer from memory and dock"
-_BARE_AND = re.compile(r"^(?P<a>(?:the\s+)?\w+(?:\s+\w+)?)\s+and\s+(?P<b>(?:the\s+)?\w+(?:\s+\w+)?)$",
+_BARE_AND = re.compile(r"^(?P<a>(?:the\s+)?\w+(?:\s+\w+)?)\s+and\s+(?P<b>(?:the\s+)?\w+(?:\s+\w+)?)"
+                       r"$",
                        re.I)
-_WHICH_BLOCK = re.compile(r"(?:find|look\s+for|search\s+for|locate|hunt\s+for|where\s+is|where\s+did\s+you"
-                          r"\s+(?:last\s+)?see|go\s+to\s+where\s+you\s+(?:last\s+)?saw)\s+(?:the|a|my)\s+block\s*\??",
+_WHICH_BLOCK = re.compile(r"(?:find|look\s+for|search\s+for|locate|hunt\s+for|where\s+is|where\s+di"
+                          r"d\s+you"
+                          r"\s+(?:last\s+)?see|go\s+to\s+where\s+you\s+(?:last\s+)?saw)\s+(?:the|a|"
+                          r"my)\s+block\s*\??",
                           re.I)
 _PLACE_FOR = re.compile(r"^(?:in\s+|inside\s+)?(?P<p>.+?)\s+for\s+(?P<t>.+)$", re.I)
 _THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)

@@ -25,13 +25,15 @@ _END = r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but)\b))"  # a phrase ends at a separ
 _CLAUSE = r"(^|[,;.]\s*|\bthen\s+|\band\s+)"  # where a clause starts (kept as group 1)
 _PLACE = r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?"
 _DOCKING = "return to the charger"  # the grammar's dock request, naming no place
-_THING = r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still|there|here|somewhere)\b)[a-z][\w-]*)?"
+_THING = (r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still|th"
+          r"ere|here|somewhere)\b)[a-z][\w-]*)?")
 
 #: contractions the grammar reads spelled out
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\b(there|it|what|where|that|here)'s\b", r"\1 is"),
     (r"\byou're\b", "you are"), (r"\b([a-z]+)'s\s+(?=(?:in|at|inside|still|not|there|here)\b)",
-                                 r"\1 is "), (r"\byou've\b", "you have"), (r"\bi've\b", "i have"), (r"\bi'd\b", "i would"),
+                                 r"\1 is "), (r"\byou've\b", "you have"),
+    (r"\bi've\b", "i have"), (r"\bi'd\b", "i would"),
     (r"\bi'm\b", "i am"), (r"\blet's\b", "let us"),
 )
 
@@ -45,11 +47,15 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(\w+)ing_", r"\1"),
     (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|almost\s+|nearly\s+|"
      r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
-    (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:last|most\s+"
+    (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:"
+                                                 r"last|most\s+"
      r"recently)\b", r"where \g<t> was last seen"),
-    (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*|^(?:hiya|hi|hello|hey|morning|good\s+morning)\s*[!,.]\s*", ""),
-    (r"^(?:so\s+)?i\s+was\s+wondering\s+if\s+you\s+could\s+(?:do\s+me\s+a\s+favou?r\s*[:,]\s*)?", ""),
-    (r"^(?:ok(?:ay)?\s*,?\s+)?(?:so\s+)?what\s+i\s+need\s+is\s*,?\s*(?:um\s*,?\s*)?(?:for\s+you\s+)?to\s+", ""),
+    (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*|^(?:hiya|hi|hello|hey|morning|good\s+morning)"
+     r"\s*[!,.]\s*", ""),
+    (r"^(?:so\s+)?i\s+was\s+wondering\s+if\s+you\s+could\s+(?:do\s+me\s+a\s+favou?r\s*[:,]\s*)?",
+     ""),
+    (r"^(?:ok(?:ay)?\s*,?\s+)?(?:so\s+)?what\s+i\s+need\s+is\s*,?\s*(?:um\s*,?\s*)?(?:for\s+you\s+)"
+     r"?to\s+", ""),
     (r"(?:\s*,)?\s*if\s+it\s+is\s+not\s+too\s+much\s+trouble\s*,?", ""),
     (r"\s+at\s+all(?=\s*(?:[,;.?!]|$))", ""),
     (r"[.,;]\s*oh\s*,?\s*(?=and\b)", ", "),
@@ -57,35 +63,49 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"^without\s+(?:going|moving|driving)\s+anywhere\s*,?\s*", ""),
     (r"\s*,\s*though\s*,\s*", ", "),
     (r"\beither\s+(?=(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s+or\b)", ""),
-    (r"[.,;]?\s*(?:search|look)\s+(?:wherever|anywhere)(?:\s+you\s+(?:think|like|want)(?:\s+(?:best|fit))?)?$",
+    (r"[.,;]?\s*(?:search|look)\s+(?:wherever|anywhere)(?:\s+you\s+(?:think|like|want)(?:\s+(?:best"
+     r"|fit))?)?$",
      ""),
-    (r"^on\s+(?:the|your)\s+way\s+(?:over\s+)?(?:to|into)\s+(?P<a>" + _PLACE + r")\s*,\s*(?P<b>[^,;]+)$",
+    (r"^on\s+(?:the|your)\s+way\s+(?:over\s+)?(?:to|into)\s+(?P<a>" + _PLACE + r")\s*,\s*(?P<b>[^,;"
+                                                                               r"]+)$",
      r"\g<b>, then go to \g<a>"),
-    (r"^(?:ok(?:ay)?|right|so)?\s*,?\s*(?:a\s+couple\s+of|a\s+few|two|three)\s+things\s*[:,]\s*", ""),
+    (r"^(?:ok(?:ay)?|right|so)?\s*,?\s*(?:a\s+couple\s+of|a\s+few|two|three)\s+things\s*[:,]\s*",
+     ""),
     (r"(?:^|(?<=[.;,]\s))either\s+way\s*,?\s*", ""),
-    (r"[,\s]+(?:any|either)\s+(?:of\s+(?:those|them|these|the\s+\w+)|one)\s+(?:is\s+fine|works|will\s+do|"
+    (r"[,\s]+(?:any|either)\s+(?:of\s+(?:those|them|these|the\s+\w+)|one)\s+(?:is\s+fine|works|will"
+     r"\s+do|"
      r"is\s+ok(?:ay)?)" + r"(?=\s*(?:[,;.?!]|$))", ""),
-    (r"\b(?P<v>(?:go|drive|head)\s+to|check|visit|inspect)\s+(?P<a>" + _PLACE + r")\s*,\s*(?P<b>" + _PLACE
+    (r"\b(?P<v>(?:go|drive|head)\s+to|check|visit|inspect)\s+(?P<a>" + _PLACE
+     + r")\s*,\s*(?P<b>" + _PLACE
      + r")\s*,?\s+or\s+(?P<c>" + _PLACE + r")" + _END, r"\g<v> \g<a> or \g<b> or \g<c>"),
     # "the buffet's being mopped, so please avoid it": a reason, then the constraint
     (r"^(?P<p>(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?:'s|\s+is|\s+are)\s+being\s+\w+\s*,?\s*"
-     r"(?:so\s+)?(?:please\s+)?(?P<v>avoid|keep\s+out\s+of|stay\s+out\s+of|keep\s+away\s+from)\s+(?:it|"
+     r"(?:so\s+)?(?:please\s+)?(?P<v>avoid|keep\s+out\s+of|stay\s+out\s+of|keep\s+away\s+from)\s+(?"
+     r":it|"
      r"them)\b", r"\g<v> \g<p>"),
-    (r"[,;]?\s*so\s+(?:do\s+not|never)\s+(?:take|use|go\s+through|go\s+that\s+way)(?:\s+it|\s+that)?"
+    (r"[,;]?\s*so\s+(?:do\s+not|never)\s+(?:take|use|go\s+through|go\s+that\s+way)(?:\s+it|\s+that)"
+     r"?"
      r"(?=\s*(?:[.;!?]|$))", ""),
-    (r"[,;]?\s*so\s+(?:take|use|go)\s+(?:the\s+)?(?:other|another|long)\s+(?:way|route)\s+(?:round\s+|"
+    (r"[,;]?\s*so\s+(?:take|use|go)\s+(?:the\s+)?(?:other|another|long)\s+(?:way|route)\s+(?:round"
+     r"\s+|"
      r"around\s+)?to\s+", ", go to "),
     (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:miss|wide\s+berth)\b", r"avoid \g<p>"),
-    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:but\s+|and\s+)?(?:stop|call|pop|drop)\s+"
-     r"(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+on\s+(?:the|your)\s+way\s+and\s+(?:take|have)\s+"
+    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:but\s+|and\s+)?(?:stop|call|pop|d"
+                                                    r"rop)\s+"
+     r"(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+on\s+(?:the|your)\s+way\s+and\s+(?:t"
+                                                         r"ake|have)\s+"
      r"a\s+(?:quick\s+)?look$", r"check \g<b>, then go to \g<a>"),
-    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:but\s+|and\s+)?(?:stop|call|pop|drop)\s+"
+    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:but\s+|and\s+)?(?:stop|call|pop|d"
+                                                    r"rop)\s+"
      r"(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+on\s+(?:the|your)\s+way$",
      r"go to \g<b>, then go to \g<a>"),
-    (r"[.,;?]?\s*just\s+drive\s*[,;.]?\s*(?:there\s+is\s+)?(?:no\s+need\s+to\s+(?:look|check|stop)(?:\s+around|"
+    (r"[.,;?]?\s*just\s+drive\s*[,;.]?\s*(?:there\s+is\s+)?(?:no\s+need\s+to\s+(?:look|check|stop)("
+     r"?:\s+around|"
      r"\s+inside|\s+anywhere)?)?$", ""),
-    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:and\s+)?on\s+(?:the|your)\s+way\s*,?\s*"
-     r"(?:stop|call|pop|drop)\s+(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+and\s+(?:take|have)\s+a\s+"
+    (r"^(?:go|head|drive)\s+to\s+(?P<a>" + _PLACE + r")\s*,?\s*(?:and\s+)?on\s+(?:the|your)\s+way\s"
+                                                    r"*,?\s*"
+     r"(?:stop|call|pop|drop)\s+(?:off\s+)?(?:at|in|by|into)\s+(?P<b>" + _PLACE + r")\s+and\s+(?:ta"
+                                                                                  r"ke|have)\s+a\s+"
      r"(?:quick\s+)?look$", r"check \g<b>, then go to \g<a>"),
     (r"\b(?:um+|uh+|erm*|hmm+)\b\s*,?\s*", ""),
     (r"\s*(?:\.{2,}|\u2026)\s*", " "),  # "the waiting room... or was it outpatients?"
@@ -97,7 +117,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (_CLAUSE + r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|i\s+(?:need|want|would\s+"
      r"like)\s+(?:you\s+)?to\s+|you\s+(?:can|could|should|may)\s+(?:now\s+)?|go\s+ahead\s+and\s+"
      r"|be\s+so\s+kind\s+as\s+to\s+|(?:please\s+)?make\s+sure\s+(?:you|to)\s+)", r"\1"),
-    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+idea|"
+    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+id"
+     r"ea|"
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
@@ -105,31 +126,38 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"[,\s]+(?:in\s+(?:that|this|the\s+same)\s+order|one\s+after\s+(?:the\s+)?other)" + _END, ""),
     (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
     (r"\s(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", " "),
-    (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)?"
+    (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)"
+     r"?"
      r"(?P<t>" + _THING + r")\s+(?:is|are)\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")"
      + _END, r"look for \g<t> in \g<p>"),
     (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+is\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")" + _END,
      r"look for \g<t> in \g<p>"),
-    (r"^(?:that\s+is|that's)\s+(?:all|it)(?:\s+for(?:\s+(?:now|today|the\s+day))?)?\s*[,;.]\s*", ""),
+    (r"^(?:that\s+is|that's)\s+(?:all|it)(?:\s+for(?:\s+(?:now|today|the\s+day))?)?\s*[,;.]\s*",
+     ""),
     (r"^i\s+(?:need|want|would\s+like)\s+you\s+(?:in|at|over\s+in|over\s+at)\s+(?=\S)", "go to "),
     (r"\bshould\s+you\s+(?=(?:find|see|spot)\s)", "if you "),
     (r"^off\s+you\s+go\s+(?:and\s+)?(?=(?:charge|recharge|dock)\b)", "go and "),
     (r"^off\s+(?:you\s+go\s+)?to\s+(?P<p>" + _PLACE + r")(?:\s+with\s+you)?$", r"go to \g<p>"),
     (r"^(?:has|have)\s+(?:anything|something|much|things)\s+changed\b", "what has changed"),
-    (r"\b(?:return|go\s+back|head\s+back|get\s+back|drive\s+back)\s+to\s+(?=(?:the\s+(?:place|spot)\s+)?"
+    (r"\b(?:return|go\s+back|head\s+back|get\s+back|drive\s+back)\s+to\s+(?=(?:the\s+(?:place|spot)"
+     r"\s+)?"
      r"(?:where\s+)?you\s+last\b)", "go to "),
     (r"\s*,?\s*(?:and\s+)?whatever\s+you\s+do\s*,\s*", ", and "),
     (r"\bif\s+it\s+turns\s+out\s+(?:that\s+)?", "if "),
-    (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)(?:\s+to\s+(?:the\s+|"
+    (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)(?:\s+to\s+(?:t"
+     r"he\s+|"
      r"your\s+)?(?:dock|charger|base|docking\s+station|charging\s+station))?\b", _DOCKING),
-    (r"\bpark\s+(?:yourself\s+)?(?:on|at|in|onto)\s+(?:the\s+|your\s+)?(?:dock|charger|docking\s+station|"
+    (r"\bpark\s+(?:yourself\s+)?(?:on|at|in|onto)\s+(?:the\s+|your\s+)?(?:dock|charger|docking\s+st"
+     r"ation|"
      r"charging\s+station|base)\b", _DOCKING),
-    (r"[.,;]?\s*(?:there\s+is\s+)?no\s+need\s+to\s+(?:look|check|stop)(?:\s+around|\s+inside|\s+anywhere)?"
+    (r"[.,;]?\s*(?:there\s+is\s+)?no\s+need\s+to\s+(?:look|check|stop)(?:\s+around|\s+inside|\s+any"
+     r"where)?"
      r"\s*[,;.]?\s*(?:just\s+drive)?$", ""),
     (r"\bjust\s+(?=(?:come|go|head|drive|return|dock|check|look|find)\b)", ""),
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
-    (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came\s+"
+    (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came"
+     r"\s+"
      r"round|did\s+(?:your|the|a)\s+round)(?:\s+around)?"
      + _END, ""),
     (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
@@ -151,13 +179,15 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"[,;]\s*(?:and\s+)?so\s+", ", "),
     # drive somewhere
     (r"\bmake\s+(?:a\s+)?(?:quick\s+|short\s+)?(?:stop|visit|trip)\s+(?:at|to|in)\s+", "go to "),
-    (r"\b(?:swing|stop|drop|pop|call|pass|come|nip|zip|scoot)\s+(?:off\s+)?(?:by|past|into|in\s+(?:at|to)|"
+    (r"\b(?:swing|stop|drop|pop|call|pass|come|nip|zip|scoot)\s+(?:off\s+)?(?:by|past|into|in\s+(?:"
+     r"at|to)|"
      r"over\s+to|round\s+to|around\s+to|down\s+to|up\s+to|across\s+to)\s+", "go to "),
     (r"\bstop\s+(?:off\s+)?(?:at|in)\s+", "go to "),
     (r"\bmake\s+(?:your|a|the)\s+way\s+(?:over\s+|back\s+|down\s+|up\s+)?(?:to|into)\s+",
      "go to "),
     (r"\b(?:take|bring|get|move|drag)\s+yourself\s+(?:over\s+|back\s+)?(?:to|into)\s+", "go to "),
-    (r"\b(?:head|go|move|run|roll|drive)\s+(?:over|on|out|off|down|up|across|along|straight)\s+(?:to|"
+    (r"\b(?:head|go|move|run|roll|drive)\s+(?:over|on|out|off|down|up|across|along|straight)\s+(?:t"
+     r"o|"
      r"into)\s+", "go to "),
     (r"\b(?:travel|proceed|continue|carry\s+on|move\s+on|go\s+on|roll|walk|navigate)\s+(?:on\s+)?"
      r"(?:over\s+)?(?:to|into)\s+", "go to "),
@@ -167,7 +197,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:get|come)\s+(?:over\s+)?(?:to|into)\s+", "go to "),
     # back to the dock
     (r"^(?P<a>(?!(?:where|what|which|who|how|when|is|are|was|were|has|have(?!\s+a\s)|had|did|do|"
-     r"does|can|could|would|will)\b).+?)\s*\?$", r"\g<a>"),  # "go to the lab?" is asked, not a question
+     r"does|can|could|would|will)\b).+?)\s*\?$", r"\g<a>"),  # "go to the lab?" is asked
     (r"\b(to|at|on)\s+your\s+(dock|charger|charging\s+station|docking\s+station|base)\b",
      r"\1 the \2"),
     (r"\b(?:go|come|head|get|return|drive|make\s+your\s+way)\s+(?:straight\s+)?(?:back\s+)?home\b",
@@ -184,7 +214,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # look
     (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
     (r"\b(?:check|look)\s+(?:on|up\s+on|in\s+on|over|out)\s+(?=the\s)", "check "),
-    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?(?:peek|peep|glance|look|gander)\s+(?:inside|"
+    (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?(?:peek|peep|glance|look|gand"
+     r"er)\s+(?:inside|"
      r"in|into|at|around|round)\s+", "look in "),
     (r"\b(?:peek|peep|glance)\s+(?:inside|in|into|at)\s+", "look in "),
     (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:quick\s+)?(?:once-over|look|check|glance|"
@@ -201,12 +232,15 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:tell\s+me|report|say|see)\s+what\s+(?:you\s+)?"
      r"(?:see|find|spot|is)(?:\s+(?:there|in\s+there|inside))?" + _END, r"check \g<p>"),
     (r"\b(?:see|tell\s+me|report)\s+what\s+is\s+(?:in|at|inside)\s+(?=the\s)", "check "),
-    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s*,\s*(?:and\s+)?(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?"
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s*,\s*(?:and\s+)?(?:have|take)\s+a\s+(?:qu"
+                                                     r"ick\s+|little\s+|proper\s+|good\s+)?"
      r"look(?:\s+around|\s+round|\s+inside)?" + _END, r"check \g<p>"),
-    (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?(?:look|peek|"
+    (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper"
+                                      r"\s+|good\s+)?(?:look|peek|"
      r"glance|look\s+around)(?:\s+(?:around|round|there|inside))?" + _END, r"check \g<p>"),
     (r"\blook\s+for\s+(?P<t>" + _THING + r")\s+in\s+(?P<p>" + _PLACE + r")\s+and\s+(?P<t2>" + _THING
-     + r")\s+in\s+(?P<p2>" + _PLACE + r")" + _END, r"look for \g<t> in \g<p>, then look for \g<t2> in \g<p2>"),
+     + r")\s+in\s+(?P<p2>" + _PLACE + r")" + _END, r"look for \g<t> in \g<p>, then look for \g<t2> "
+                                                   r"in \g<p2>"),
     (r"\b(is|are)\s+(still\s+)?(?:lying|sitting|standing|kept|left|parked|hanging)\s+(?=(?:in|at|"
      r"inside)\s)", r"\1 \2"),
     # questions from memory said other ways
@@ -216,7 +250,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"\s*\??$", r"where did you last see \g<t>?"),
     (r"^(?:do|did)\s+you\s+(?:remember|recall|know)\s+where\s+(?P<t>" + _THING + r")\s+(?:was|were|"
      r"last\s+was)(?:\s+last)?\s*\??$", r"where did you last see \g<t>?"),
-    (r"^(?P<v>was|were)\s+(?P<t>" + _THING + r")\s+(?:still\s+)?(?P<w>in|at|inside)\s+(?P<p>" + _PLACE
+    (r"^(?P<v>was|were)\s+(?P<t>" + _THING + r")\s+(?:still\s+)?(?P<w>in|at|inside)\s+(?P<p>"
+     + _PLACE
      + r")\s+(?:the\s+)?last\s+time\s+you\s+(?:looked|checked|were\s+there|went\s+there)\s*\??$",
      r"is \g<t> \g<w> \g<p>?"),
     (r"\byou\s+last\s+(?:noticed|glimpsed|caught\s+sight\s+of|came\s+across|observed)\b",
@@ -231,7 +266,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (_CLAUSE + r"(?:see|check|find\s+out)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)?(?P<t>"
      + _THING + r")\s+(?:(?:is|are)\s+)?(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")"
      + _END, r"\1look for \g<t> in \g<p>"),
-    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+you\s+"
+    (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+you\s"
+     r"+"
      r"know)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
     (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+"
@@ -239,14 +275,19 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"is there "),
     (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
     (r"\bgo\s+(?:looking|searching|hunting)\s+for\s+", "look for "),
-    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:look|search|check)\s+(?:around\s+)?for\s+"
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:look|search|check)\s+(?:around"
+                                                     r"\s+)?for\s+"
      r"(?P<t>" + _THING + r")(?:\s+(?:there|in\s+there))?" + _END, r"look for \g<t> in \g<p>"),
     (r"\b(?:the\s+(?:place|spot)\s+(?:where\s+)?)?you\s+(?:saw|spotted|noticed)\s+(?P<t>" + _THING
      + r")\s+(?:most\s+recently|last)\b", r"the place you last saw \g<t>"),
-    (_CLAUSE + r"see\s+(?:if|whether)\s+you\s+can\s+(?:spot|find|see)\s+(?P<t>" + _THING + r")\s+(?:in|at|"
+    (_CLAUSE + r"see\s+(?:if|whether)\s+you\s+can\s+(?:spot|find|see)\s+(?P<t>" + _THING + r")\s+(?"
+                                                                                           r":in|at"
+                                                                                           r"|"
      r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
-    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+somewhere)?\s*[,;.]\s*"
-     r"(?:so\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for|hunt|track)\s+"
+    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+somewhere)?\s*["
+                                                                           r",;.]\s*"
+     r"(?:so\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for|hunt"
+     r"|track)\s+"
      r"(?:it|them)(?:\s+down)?(?:\s+(?:for\s+me|please))?\s*\??$", r"find \g<t>"),
     (r"\bwherever\b", "where"),
     (r"\b(?:hunt|track|seek|search)\s+(?:down|out)\s+|\bgo\s+(?:and\s+)?find\s+|\bhunt\s+for\s+"
@@ -267,11 +308,15 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # constraints
     (r"\b(?:but\s+)?not\s+(?:going\s+)?(?:through|via|by\s+way\s+of|past|across|using)\s+",
      "but avoid "),
-    (r"\b(?:going|driving|getting|coming)\s+(?:anywhere\s+|too\s+|at\s+all\s+)?near\s+", "going through "),
-    (r"^(?P<a>(?:avoid|avoiding|skip|bypass)\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?:get|go|head|drive|"
-     r"travel|make\s+your\s+way)\s+(?:over\s+)?(?:to|into)\s+(?P<p>[^,;]+)$", r"go to \g<p>, \g<a>"),
-    (r"^(?P<a>(?:avoid|stay\s+out\s+of|keep\s+out\s+of|keep\s+away\s+from|stay\s+away\s+from|steer\s+clear\s+of)"
-     r"\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?P<v>check|inspect|visit|search|look\s+in)\s+(?P<p>[^,;]+)$",
+    (r"\b(?:going|driving|getting|coming)\s+(?:anywhere\s+|too\s+|at\s+all\s+)?near\s+",
+     "going through "),
+    (r"^(?P<a>(?:avoid|avoiding|skip|bypass)\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?:get|go|head|"
+     r"drive|travel|make\s+your\s+way)\s+(?:over\s+)?(?:to|into)\s+(?P<p>[^,;]+)$",
+     r"go to \g<p>, \g<a>"),
+    (r"^(?P<a>(?:avoid|stay\s+out\s+of|keep\s+out\s+of|keep\s+away\s+from|stay\s+away\s+from|steer"
+     r"\s+clear\s+of)"
+     r"\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?P<v>check|inspect|visit|search|look\s+in)\s+(?P<p>"
+     r"[^,;]+)$",
      r"\g<v> \g<p>, \g<a>"),
     (r"\b(?:taking\s+care|being\s+careful|making\s+sure)\s+(?:not\s+to|to\s+not|never\s+to|that\s+"
      r"you\s+(?:do\s+not|never))\s+(?:enter|use|cross|go\s+(?:through|into|via)|pass\s+(?:through|"
@@ -297,7 +342,8 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
     if waypoints:  # "on the footbridge", "onto the forecourt": in / to that place, as said of any
         alts = "|".join(re.escape(w).replace("_", "[ _]") for w in sorted(waypoints, key=len,
                                                                              reverse=True))
-        t = re.sub(rf"(?<!\bcheck )(?<!\bchecking )(?<!\bup )\b(?:on|onto)\s+(?=(?:the\s+)?(?:{alts})\b)",
+        t = re.sub(rf"(?<!\bcheck )(?<!\bchecking )(?<!\bup )\b(?:on|onto)\s+"
+                   rf"(?=(?:the\s+)?(?:{alts})\b)",
                    "in ", t, flags=re.I)  # "check on the lab" / "check up on" keep their "on"
     said = _bag(t, colours, waypoints, objects)
     for rx, to in _COMPILED:
