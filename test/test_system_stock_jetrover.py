@@ -201,9 +201,11 @@ def test_dock_by_voltage_triggers_one_consolidation(rig):
     go(rig, "hall")  # off the dock
     cons = rig.procs["consolidation"]
     log_at, reports0, outcomes0 = len(cons.log()), len(rig.reports), len(rig.outcomes)
-    # an episode for the fast writer: the search explores (and may pass the dock: a short
-    # stop there is no dock, the charger is plugged in only after a while)
-    found = run_task(rig, "find the red block", timeout=240)
+    # an episode for the fast writer, on a route that does not stop at the dock: a search
+    # (the camera shows nothing) looks at every waypoint, the dock too, and on a loaded
+    # machine one look there outlasts the charger's plug delay (5 s): a real dock, a second
+    # consolidation, which is right and not what this test is about (CI, 2026-12-06)
+    found = run_task(rig, "go to the store", timeout=240)
     episodes = len(rig.outcomes) - outcomes0
     t0 = time.monotonic()
     handle = send_task(rig, "go to the dock")
@@ -220,9 +222,9 @@ def test_dock_by_voltage_triggers_one_consolidation(rig):
         f"planner's current_waypoint since the dock task: {wps}\n{cons.log()[-3000:]}")
     runs = rig.reports.items[reports0:]
     assert len(runs) == 1, (
-        f"one search and one dock by voltage gave {len(runs)} consolidation(s) "
+        f"one drive and one dock by voltage gave {len(runs)} consolidation(s) "
         f"({[m.status for m in runs]}), expected exactly 1; task outcomes published (episodes "
-        f"for the fast writer): {episodes} (the search: {found.success}, {found.reason!r})"
+        f"for the fast writer): {episodes} (the drive: {found.success}, {found.reason!r})"
         f"\n{cons.log()[-3000:]}")
     final = wait_future(result, 120, "the dock task's end", rig).result
     assert final.success, (f"'go to the dock' failed ({final.reason}) although the robot stood "
