@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from glove_ros.core.plan.agent_policy import BELIEVED_ORDERS
+from glove_ros.core.plan.agent_policy import check_believed_order
 from glove_ros.core.plan.agent_types import Task
 from glove_ros.core.verify.config import VerifierConfig
 from glove_ros.core.verify.memory_views import RULE_PARAMS
@@ -166,9 +166,7 @@ class BenchConfig:
                               or not 1 <= k <= self.look_frames):
             raise ValueError(f"look_min_count must be None (automatic) or an int in "
                              f"1..look_frames={self.look_frames}, got {k!r}")
-        if self.believed_order not in BELIEVED_ORDERS:
-            raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
-                             f"{self.believed_order!r}")
+        check_believed_order(self.believed_order)
         if not isinstance(self.detection_cache, str):
             raise ValueError(f"detection_cache must be a folder path or '' (none), got "
                              f"{self.detection_cache!r}")

@@ -69,10 +69,10 @@ from glove_ros.core.ops.health import OK, WARN, LatencyStat
 from glove_ros.core.ops.resend import resend_waits
 from glove_ros.core.plan.agent import AgentConfig, TaskAgent
 from glove_ros.core.plan.agent_policy import (
-    BELIEVED_ORDERS,
     GreedyPlanner,
     LlmPlanner,
     LlmPlannerConfig,
+    check_believed_order,
 )
 from glove_ros.core.plan.agent_types import WorldMap
 from glove_ros.core.plan.tasks import object_vocabulary
@@ -178,9 +178,7 @@ def validate(values: dict[str, Any]) -> None:
         raise ValueError(f"planner must be 'greedy' or 'llm', got '{values['planner']}'")
     if int(values["max_steps"]) < 1:
         raise ValueError("max_steps must be >= 1")
-    if values["believed_order"] not in BELIEVED_ORDERS:
-        raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
-                         f"'{values['believed_order']}'")
+    check_believed_order(values["believed_order"])
     if int(values["look.frames"]) < 1:
         raise ValueError("look.frames must be >= 1")
     LookConfig(frames=int(values["look.frames"]), min_count=int(values["look.min_count"]),

@@ -86,10 +86,10 @@ from glove_ros.core.memory.experience import Transition
 from glove_ros.core.memory.looks import look_kind
 from glove_ros.core.plan.agent_memory import Beliefs, MemoryView
 from glove_ros.core.plan.agent_policy import (
-    BELIEVED_ORDERS,
     GreedyPlanner,
     PlanContext,
     PlanDecision,
+    check_believed_order,
     rank_options,
 )
 from glove_ros.core.plan.agent_types import (
@@ -153,9 +153,7 @@ class AgentConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {v!r}")
-        if self.believed_order not in BELIEVED_ORDERS:
-            raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
-                             f"{self.believed_order!r}")
+        check_believed_order(self.believed_order)
         d = self.reverify_detour
         if d is not None and (not isinstance(d, (int, float)) or not d > 1.0):
             raise ValueError(f"reverify_detour must be a ratio > 1 or None, got {d!r}")

@@ -89,6 +89,15 @@ class PlanDecision:
 BELIEVED_ORDERS = ("nearest", "latest")
 
 
+def check_believed_order(value: Any) -> str:
+    """``value`` if it is one of :data:`BELIEVED_ORDERS`, else ValueError naming them (the one
+    check behind the agent's, the benchmark's and the planner node's setting)."""
+    if value not in BELIEVED_ORDERS:
+        raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
+                         f"{value!r}")
+    return value
+
+
 def rank_options(world_map: WorldMap, beliefs: Beliefs, current: str, color: str,
                  checked: Iterable[str], avoid: Iterable[tuple[str, str]],
                  belief_threshold: float = 0.5, believed_order: str = "nearest"
@@ -101,9 +110,7 @@ def rank_options(world_map: WorldMap, beliefs: Beliefs, current: str, color: str
     unexplored waypoints nearest first, then the rest: those where the colour was seen at all
     first (larger share first), then least recently seen first (ties: nearest).
     """
-    if believed_order not in BELIEVED_ORDERS:
-        raise ValueError(f"believed_order must be one of {', '.join(BELIEVED_ORDERS)}, got "
-                         f"{believed_order!r}")
+    check_believed_order(believed_order)
     dist, _ = world_map.distances(current, avoid)
     done = set(checked)
     out = []

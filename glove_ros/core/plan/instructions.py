@@ -792,7 +792,7 @@ def _cut(inst: Instruction, wm: WorldMap, src: str, dst: str) -> str:
         return bool(wm.shortest_path(src, dst, rest.avoid_edges(wm, src)))
 
     hit = [name for c, name in [*places, *corridors] if opens(c)]
-    if not hit:  # only together: name every constraint on the unconstrained routes' way
+    if not hit:  # only several together cut it: name every constraint
         hit = [name for _, name in [*places, *corridors]]
     return " or ".join(hit) if len(hit) <= 2 else ", ".join(hit[:-1]) + " or " + hit[-1]
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from glove_ros.core.plan.instructions import (
+    CAN_DO,
     MAX_STEPS,
     Condition,
     Conditional,
@@ -127,9 +128,9 @@ def plan_schema(colours: Sequence[str], waypoints: Sequence[str],
     conditional = True
     if text is not None:
         colours, places, objects = said_names(text, colours, waypoints, objects)
+        ends = {p: _pair(p, waypoints) for p in pairs}
         pairs = [p for p in pairs if not ungrounded(
-            TaskRequest("corridor_status", waypoint=_pair(p, waypoints)[0],
-                        waypoint2=_pair(p, waypoints)[1]), text)]
+            TaskRequest("corridor_status", waypoint=ends[p][0], waypoint2=ends[p][1]), text)]
         waypoints = places
         dos = [d for d in dos if d not in _SAID or re.search(_SAID[d], text, re.I)]
         conditional = bool(re.search(_SAID["if"], text, re.I))
@@ -208,8 +209,7 @@ def _step(s: Any, text: str, objects: Sequence[str], n: int, waypoints: Sequence
     elif verb == "do" and s["do"] == "nothing":
         return None, []
     elif verb == "do" and s["do"] == "cannot":
-        raise ValueError("it asks for something I cannot do (I drive, look, search, answer "
-                         "from memory and dock)")
+        raise ValueError(f"it asks for something I cannot do ({CAN_DO})")
     else:
         raise ValueError(f"the LLM's step {n} is not a step: {json.dumps(s)}")
     return Step(req), ungrounded(req, text)
