@@ -208,6 +208,36 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
     ("Okay so what I need is, um, for you to go down to the kitchen, have a proper look around "
      "there, and then, when you're done with that, tell me what's changed.",
      ["1. look in kitchen", "2. say what changed"]),
+    # development set 10's kinds of phrasing, said in this map's words
+    ("Good work for today, go back to your charger and plug yourself in.",
+     ["1. return to the dock"]),
+    ("Drive to the pantry and look around.", ["1. look in pantry"]),
+    ("Could you see if the cup is anywhere in the lab? Have a good look round.",
+     ["1. look for the cup in lab"]),
+    ("I think someone left the red block somewhere in the office this morning, could you go "
+     "and look for it there?", ["1. look for the red block in office"]),
+    ("The cup has gone missing again, no idea who moved it. Search wherever you like and find "
+     "it.", ["1. find the cup"]),
+    ("Do you happen to know if the cup is in the lab? No need to go and look.",
+     ["1. say whether the cup is in lab"]),
+    ("From memory, is the red block in the pantry?", ["1. say whether the red block is in pantry"]),
+    ("Go to the office, and on the way back to your charger take a look in the lab.",
+     ["1. go to office", "2. look in lab", "3. return to the dock"]),
+    ("Stay out of the lab while you find the cup.", ["1. find the cup", "avoiding lab"]),
+    ("I'd rather you didn't go through the lab today. Go to the office, please.",
+     ["1. go to office", "avoiding lab"]),
+    ("Go to the office. The link between the hall and the lab is closed for repairs, so don't "
+     "use it.", ["1. go to office", "avoiding the corridor hall-lab"]),
+    ("Right, avoiding the lab please, check the kitchen for the cup, and if it isn't there, "
+     "find it, then go home.",
+     ["1. look for the cup in kitchen", "2. if the cup is not in kitchen: find the cup",
+      "3. return to the dock", "avoiding lab"]),
+    ("Where did you last see the cup? After you've told me, check the pantry.",
+     ["1. say where the cup was last seen", "2. look in pantry"]),
+    ("The red block, where did you see it last?", ["1. say where the red block was last seen"]),
+    ("That's everything for today, thanks. Head back to your charger.",
+     ["1. return to the dock"]),
+    ("Has anything changed since your last round?", ["1. say what changed"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     if want is None:  # a choice said with "either": asked back
@@ -303,3 +333,26 @@ def test_what_the_robot_cannot_do_is_refused_before_the_model_reads_it(text, ver
                                   "saw the cup"])
 def test_capability_words_inside_readable_phrasings_are_not_refused(text):
     assert lines(text)
+
+
+#   dock - north wing - south wing ; dock - yard
+WINGS = WorldMap({w: (float(i), 0.0, 0.0) for i, w in enumerate(
+    ("dock", "north wing", "south wing", "yard"))},
+    {("dock", "north wing"): 1.0, ("north wing", "south wing"): 1.0, ("dock", "yard"): 1.0},
+    "dock")
+
+
+@pytest.mark.parametrize("text", ["Head to the wing.", "Have a look in one of the wings, "
+                                                       "either will do."])
+def test_a_kind_of_place_two_places_share_is_asked_back(text):
+    # "the wing" fits two places: asked back with both, never a guess at one of them
+    p = understand_instruction(text, C, WINGS, ScriptedLlm(default={"steps": []}), OBJ, "dock")
+    assert isinstance(p, Clarify) and sorted(p.options) == ["north wing", "south wing"], p
+
+
+def test_a_word_one_place_ends_with_is_still_an_unknown_name():
+    # "the yard" is a place; "the wing" with only one wing would be refused, not replaced
+    one = WorldMap({w: (float(i), 0.0, 0.0) for i, w in enumerate(("dock", "north wing"))},
+                   {("dock", "north wing"): 1.0}, "dock")
+    p = understand_instruction("go to the wing", C, one, None, OBJ, "dock")
+    assert isinstance(p, Refused) and "'wing'" in p.reason, p

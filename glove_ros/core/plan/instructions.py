@@ -303,7 +303,8 @@ _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
                      r"(?:off[\s-]limits|out\s+of\s+bounds|closed|shut|blocked|forbidden|"
                      r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s"
-                     r"+now))?$",
+                     r"+now|for\s+(?:maintenance|repairs?|cleaning|works?|an\s+inspection|the\s+"
+                     r"day)|until\s+further\s+notice))*$",
                      re.I)
 # "once you've checked the greenhouse": what was done is a step of its own, done first
 _DONE = re.compile(r"^(?:once|after)\s+(?:you\s+have\s+|you've\s+|you\s+|having\s+)?"
@@ -386,7 +387,26 @@ class _Stop(Exception):
     """The grammar's answer is a question or a refusal (``args[0]``)."""
 
 
+def kind_options(phrase: str, waypoints: Sequence[str]) -> tuple[str, ...]:
+    """The places ``phrase`` could mean when it names a kind of place, not one place: "the
+    dome", "one of the domes" with a great dome and a small dome on the map -> both (a
+    question to ask back); () when fewer than two places are of that kind."""
+    m = re.fullmatch(r"(?:(?:one|either|any|each)\s+of\s+)?(?:the\s+|a\s+|an\s+|either\s+)?"
+                     r"(?P<w>[a-z][\w-]*)", phrase.strip(), re.I)
+    if not m:
+        return ()
+    w = m["w"].lower()
+    said = {w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith("es") else w}
+    opts = tuple(p for p in waypoints
+                 if len(p.replace("_", " ").split()) > 1
+                 and p.replace("_", " ").split()[-1].lower() in said)
+    return opts if len(opts) > 1 else ()
+
+
 def _unknown(ctx: _Ctx, phrase: str, what: str = "place") -> _Stop:
+    opts = kind_options(phrase, ctx.vocab[1].waypoint_ids) if "place" in what else ()
+    if opts:
+        return _Stop(Clarify(f"Which one: {' or '.join(opts)}?", opts))
     return _Stop(Refused(f"'{phrase}' is not a {what} I know ({ctx.known()}); an unknown name "
                          "is never replaced by a known one"))
 
@@ -641,9 +661,15 @@ def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
     e = _ELSE.match(clause)
     if e or want_else:
         last = items[-1] if items else None
+        body = clause[e.end():] if e else clause
+        if (e and body.strip() and isinstance(last, Step) and last.look and last.target
+                and cond is None):  # "look for the cup in the den, otherwise find it"
+            miss = Condition(last.target, last.kind, last.place, False)
+            ctx.target, ctx.place = (miss.target, miss.kind), miss.place
+            items.append(Conditional(miss, _step(ctx, body)))
+            return None, False
         if not isinstance(last, Conditional) or last.otherwise is not None:
             raise _NotRead(f"'{clause}' has no 'if' before it")
-        body = clause[e.end():] if e else clause
         if not body.strip():
             return cond, True
         ctx.target, ctx.place = (last.condition.target, last.condition.kind), \
@@ -717,6 +743,10 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
     t = canonical(said, colours, wps, objects)
     if len(colours) > 1 and _WHICH_BLOCK.fullmatch(t):  # "find the block": which one?
         return Clarify(f"Which block: {' or '.join(colours)}?", tuple(colours))
+    for name in unknown_names(t, colours, wps, objects):
+        opts = kind_options(name, wps)  # "head to the dome" with two domes: which one?
+        if opts:
+            return Clarify(f"Which one: {' or '.join(opts)}?", opts)
     cols, places, objs = names_in(t, colours, wps, objects)
     # one request holds at most one place (two for a corridor) and one target: more names go
     # through the instruction readers, never the single-request LLM, which would drop some

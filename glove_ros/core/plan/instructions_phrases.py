@@ -52,6 +52,13 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"recently)\b", r"where \g<t> was last seen"),
     (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*|^(?:hiya|hi|hello|hey|morning|good\s+morning)"
      r"\s*[!,.]\s*", ""),
+    (r"^(?:you\s+have\s+(?:done|worked)\s+(?:enough|plenty|well)|that\s+is\s+enough|good\s+(?:work|"
+     r"job)|well\s+done|nice\s+(?:work|job)|great\s+(?:work|job))(?:\s+for\s+(?:today|now|the\s+"
+     r"day|tonight))?\s*[,;.!]\s*", ""),
+    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+remember)|off\s+the\s+top\s+of\s+your\s+"
+     r"head|without\s+(?:looking|checking|going\s+there))\s*,\s*", ""),
+    (r"^(?P<t>" + _THING + r")\s*[,;:]\s*where\s+did\s+you\s+(?:see|spot|notice)\s+(?:it|them)"
+     r"\s+(?:last|most\s+recently)\s*\??$", r"where did you last see \g<t>?"),
     (r"^(?:so\s+)?i\s+was\s+wondering\s+if\s+you\s+could\s+(?:do\s+me\s+a\s+favou?r\s*[:,]\s*)?",
      ""),
     (r"^(?:ok(?:ay)?\s*,?\s+)?(?:so\s+)?what\s+i\s+need\s+is\s*,?\s*(?:um\s*,?\s*)?(?:for\s+you\s+)"
@@ -122,7 +129,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
-     r"it)" + _END, ""),
+     r"it|real\s+quick)" + _END, ""),
+    (r"[,\s]+i\s+am\s+afraid" + _END, ""),
     (r"[,\s]+(?:in\s+(?:that|this|the\s+same)\s+order|one\s+after\s+(?:the\s+)?other)" + _END, ""),
     (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
     (r"\s(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", " "),
@@ -133,7 +141,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+(?:and\s+)?(?:see|check|find\s+out|look)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+is\s+(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")" + _END,
      r"look for \g<t> in \g<p>"),
-    (r"^(?:that\s+is|that's)\s+(?:all|it)(?:\s+for(?:\s+(?:now|today|the\s+day))?)?\s*[,;.]\s*",
+    (r"^(?:that\s+is|that's)\s+(?:all|it|everything)(?:\s+for(?:\s+(?:now|today|the\s+day))?)?(?:\s"
+     r"*,\s*(?:thanks|thank\s+you|cheers))?\s*[,;.]\s*",
      ""),
     (r"^i\s+(?:need|want|would\s+like)\s+you\s+(?:in|at|over\s+in|over\s+at)\s+(?=\S)", "go to "),
     (r"\bshould\s+you\s+(?=(?:find|see|spot)\s)", "if you "),
@@ -151,15 +160,16 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bpark\s+(?:yourself\s+)?(?:on|at|in|onto)\s+(?:the\s+|your\s+)?(?:dock|charger|docking\s+st"
      r"ation|"
      r"charging\s+station|base)\b", _DOCKING),
-    (r"[.,;]?\s*(?:there\s+is\s+)?no\s+need\s+to\s+(?:look|check|stop)(?:\s+around|\s+inside|\s+any"
+    (r"[.,;]?\s*(?:there\s+is\s+)?no\s+need\s+to\s+(?:go\s+(?:and\s+)?)?(?:look|check|stop)(?:\s+"
+     r"around|\s+inside|\s+any"
      r"where)?"
      r"\s*[,;.]?\s*(?:just\s+drive)?$", ""),
     (r"\bjust\s+(?=(?:come|go|head|drive|return|dock|check|look|find)\b)", ""),
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
     (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came"
      r"\s+"
-     r"round|did\s+(?:your|the|a)\s+round)(?:\s+around)?"
-     + _END, ""),
+     r"round|did\s+(?:your|the|a)\s+round|your\s+(?:last\s+)?(?:round|patrol|visit|check|look))(?:\s+"
+     r"around)?" + _END, ""),
     (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
      "checked "),
     # order said as circumstances
@@ -171,6 +181,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\s+(?:second|secondly|third|thirdly|next|last|lastly)" + r"(?=\s*(?:[,;.?!]|$))", ""),
     (r"\s+(?:first|firstly)" + _END, ""),
     (r"(?<=\w)\s+(?:afterwards|afterward|after\s+that|at\s+the\s+end)(?=\s*(?:[,;.?!]|$))", ""),
+    (r"[,;]?\s*(?:and\s*,?\s*)?on\s+(?:the|your)\s+way\s+back\s+(?:to\s+(?:the\s+|your\s+)?(?:charg"
+     r"er|dock|base|docking\s+station|charging\s+station)|home)\s*,?\s*(?P<b>[^,;.]+)$",
+     r", then \g<b>, then " + _DOCKING),
     (r"\s+on\s+(?:the|your|its|my)\s+way\s+(?:over\s+|back\s+)?(?:to|into)\s+", ", then go to "),
     (r"[.,;\s]+(?:and\s+)?(?:once|when|after)\s+(?:you\s+are|you\s+have|it\s+is|that\s+is|you)?\s*"
      r"(?:done|finished|through|been)(?:\s+(?:there|with\s+(?:that|it)|in\s+there))?\s*,?\s*"
@@ -185,7 +198,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bstop\s+(?:off\s+)?(?:at|in)\s+", "go to "),
     (r"\bmake\s+(?:your|a|the)\s+way\s+(?:over\s+|back\s+|down\s+|up\s+)?(?:to|into)\s+",
      "go to "),
-    (r"\b(?:take|bring|get|move|drag)\s+yourself\s+(?:over\s+|back\s+)?(?:to|into)\s+", "go to "),
+    (r"\b(?:take|bring|get|move|drag)\s+yourself\s+(?:over\s+|back\s+|off\s+|up\s+|down\s+|across\s+)"
+     r"?(?:to|into)\s+", "go to "),
     (r"\b(?:head|go|move|run|roll|drive)\s+(?:over|on|out|off|down|up|across|along|straight)\s+(?:t"
      r"o|"
      r"into)\s+", "go to "),
@@ -211,6 +225,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"(\bthen\s+|[,;]\s*(?:and\s+)?(?:then\s+)?)home(?:\s+again)?$", r"\1" + _DOCKING),
     (r"\b(?:go\s+and\s+|go\s+)?recharge\b|\bplug\s+(?:yourself\s+)?in\b", _DOCKING),
     (r"\bgo\s+and\s+charge\b", _DOCKING),
+    (re.escape(_DOCKING) + r"(?:\s*(?:,|and|then|,\s*and|,\s*then|and\s+then)\s*"
+     + re.escape(_DOCKING) + r")+", _DOCKING),
     # look
     (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
     (r"\b(?:check|look)\s+(?:on|up\s+on|in\s+on|over|out)\s+(?=the\s)", "check "),
@@ -238,6 +254,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper"
                                       r"\s+|good\s+)?(?:look|peek|"
      r"glance|look\s+around)(?:\s+(?:around|round|there|inside))?" + _END, r"check \g<p>"),
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:look|poke|nose|scout)\s+(?:"
+     r"around|round|about|inside)(?:\s+(?:there|in\s+there))?" + _END, r"check \g<p>"),
     (r"\blook\s+for\s+(?P<t>" + _THING + r")\s+in\s+(?P<p>" + _PLACE + r")\s+and\s+(?P<t2>" + _THING
      + r")\s+in\s+(?P<p2>" + _PLACE + r")" + _END, r"look for \g<t> in \g<p>, then look for \g<t2> "
                                                    r"in \g<p2>"),
@@ -264,11 +282,11 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     # to the robot as a thing to do, it is a look there (asked, "tell me whether", "do you
     # know whether", it is a question answered from memory, below)
     (_CLAUSE + r"(?:see|check|find\s+out)\s+(?:whether|if)\s+(?:there\s+(?:is|are)\s+)?(?P<t>"
-     + _THING + r")\s+(?:(?:is|are)\s+)?(?:still\s+)?(?:in|at|inside)\s+(?P<p>" + _PLACE + r")"
-     + _END, r"\1look for \g<t> in \g<p>"),
+     + _THING + r")\s+(?:(?:is|are)\s+)?(?:still\s+)?(?:anywhere\s+)?(?:in|at|inside)\s+(?P<p>"
+     + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
     (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+you\s"
      r"+"
-     r"know)\s+(?:whether|if)\s+(?P<t>" + _THING
+     r"know|do\s+you\s+happen\s+to\s+know)\s+(?:whether|if)\s+(?P<t>" + _THING
      + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
     (r"\b(?:see|check|find\s+out|tell\s+me|let\s+me\s+know|i\s+wonder|i\s+am\s+wondering|do\s+"
      r"you\s+know)\s+(?:whether|if)\s+there\s+(is|are)\s+",
@@ -315,12 +333,40 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"go to \g<p>, \g<a>"),
     (r"^(?P<a>(?:avoid|stay\s+out\s+of|keep\s+out\s+of|keep\s+away\s+from|stay\s+away\s+from|steer"
      r"\s+clear\s+of)"
-     r"\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?P<v>check|inspect|visit|search|look\s+in)\s+(?P<p>"
+     r"\s+[^,;]+?)\s+(?:while|as|when)\s+you\s+(?P<v>check|inspect|visit|search|look\s+in|look\s+for|f"
+     r"ind|go\s+to|head\s+to|drive\s+to)\s+(?P<p>"
      r"[^,;]+)$",
      r"\g<v> \g<p>, \g<a>"),
     (r"\b(?:taking\s+care|being\s+careful|making\s+sure)\s+(?:not\s+to|to\s+not|never\s+to|that\s+"
      r"you\s+(?:do\s+not|never))\s+(?:enter|use|cross|go\s+(?:through|into|via)|pass\s+(?:through|"
      r"by)|drive\s+(?:through|into))\s+", "avoiding "),
+    # "the kite has gone missing again, ... find it": the thing, then what to do
+    (r"^(?P<t>" + _THING + r")\s+(?:has|have|is|are)\s+(?:gone\s+)?(?:missing|disappeared|vanished|"
+     r"walked\s+off|wandered\s+off)\b[^?]*?\bfind\s+(?:it|them)$", r"find \g<t>"),
+    # "where did you last see the kite? After you've told me, check the dome": said in order
+    (r"(?<=[.?!])\s*(?:after|once|when)\s+you\s+have\s+(?:told\s+me|answered(?:\s+that)?|said|rep"
+     r"lied)\s*,?\s*", " "),
+    # "see if the kite is in the orrery? Have a proper look round": how to look
+    (r"(?P<a>\blook\s+for\s+[^.?!]+?)\s*[.?!]\s*(?:and\s+)?(?:have|take|do)\s+a\s+(?:proper|good|tho"
+     r"rough|careful|real|decent|full)\s+(?:look|search|hunt)(?:\s+(?:round|around|about))?$",
+     r"\g<a>"),
+)
+#: rows read after :data:`PHRASES` that need the map's own place names (``{P}``: one place,
+#: "the" optional), so a place is never taken to run on into the next word
+MAP_PHRASES: tuple[tuple[str, str], ...] = (
+    # "avoid the atrium today": when is not where
+    (r"\b(?P<p>{P})\s+(?:today|tonight|this\s+(?:morning|afternoon|evening|time)|for\s+now|for\s+t"
+     r"he\s+moment|right\s+now|at\s+the\s+moment)\b", r"\g<p>"),
+    (r"\bi\s+would\s+(?:rather|prefer(?:\s+it\s+if)?)\s+you\s+(?:did\s+not|do\s+not|not|never)\s+(?"
+     r":go|pass|drive|travel|cut|come)\s+(?:through|into|via|past|near|by|across)\s+(?P<p>{P})\b",
+     r"avoid \g<p>"),
+    # "I think I left the kite somewhere in the orrery yesterday, look for it there": the
+    # story says where; the request says what to do there
+    (r"^(?:[^?]*?\b)?(?:left|put|dropped|stashed|stored|placed|parked|last\s+saw|saw)\s+(?P<t>"
+     + _THING + r")\s+(?:somewhere\s+)?(?:(?:up|down|over|out|back)\s+)?(?:in|at|inside)\s+(?P<p>"
+     r"{P})\b[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?"
+     r")?(?:(?:look|search|check|hunt)\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?\s*\??$",
+     r"look for \g<t> in \g<p>"),
 )
 _COMPILED = tuple((re.compile(p, re.I), r) for p, r in PHRASES)
 _CONTRACTED = tuple((re.compile(p, re.I), r) for p, r in CONTRACTIONS)
@@ -346,7 +392,11 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
                    rf"(?=(?:the\s+)?(?:{alts})\b)",
                    "in ", t, flags=re.I)  # "check on the lab" / "check up on" keep their "on"
     said = _bag(t, colours, waypoints, objects)
-    for rx, to in _COMPILED:
+    rows = list(_COMPILED)
+    if waypoints:
+        place = rf"(?:the\s+)?(?:{alts})"
+        rows += [(re.compile(p.replace("{P}", place), re.I), r) for p, r in MAP_PHRASES]
+    for rx, to in rows:
         new = " ".join(rx.sub(to, t).split()).strip(" ,;.!")
         if new != t and _bag(new, colours, waypoints, objects) == said:
             t = new
