@@ -238,6 +238,35 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
     ("That's everything for today, thanks. Head back to your charger.",
      ["1. return to the dock"]),
     ("Has anything changed since your last round?", ["1. say what changed"]),
+    # development set 11's kinds of phrasing, said in this map's words
+    ("Where did you last see my cup? Go there.",
+     ["1. say where the cup was last seen", "2. go to where the cup was last seen"]),
+    ("If the cup's not in the lab, tell me where you last saw it.",
+     ["1. if the cup is not in lab: say where the cup was last seen"]),
+    ("If the cup is in the office then inspect that room, else go back to base.",
+     ["1. if the cup is in office: look in office, else return to the dock"]),
+    ("Go to the pantry and search it for the red block, then return to base.",
+     ["1. look for the red block in pantry", "2. return to the dock"]),
+    ("We had guests last night and one of them swears she left her cup somewhere. Could you look "
+     "for it in the office? Then come back to the dock.",
+     ["1. look for the cup in office", "2. return to the dock"]),
+    ("The lab floor's just been mopped, so keep out of there. Go to the office.",
+     ["1. go to office", "avoiding lab"]),
+    ("Avoid both the lab and the pantry and go to the office.",
+     ["1. go to office", "avoiding lab, pantry"]),
+    ("If the red block turns out to be in the lab, come back to the dock; if it isn't, search "
+     "the kitchen for it.",
+     ["1. if the red block is in lab: return to the dock, else look for the red block in kitchen"]),
+    ("Quick question: is my cup in the kitchen?", ["1. say whether the cup is in kitchen"]),
+    ("Before the guests arrive could you pop into the lab and look for the cup, then swing by "
+     "the office?", ["1. look for the cup in lab", "2. go to office"]),
+    ("Cheers for last night. Could you have a look round the office, then pop back to the "
+     "charger?", ["1. look in office", "2. return to the dock"]),
+    ("You're done for the night, back to the charger.", ["1. return to the dock"]),
+    ("Any idea where the cup was the last time you saw it?",
+     ["1. say where the cup was last seen"]),
+    ("Anything different around the house since you last looked?", ["1. say what changed"]),
+    ("head over to the office pls", ["1. go to office"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     if want is None:  # a choice said with "either": asked back
@@ -356,3 +385,31 @@ def test_a_word_one_place_ends_with_is_still_an_unknown_name():
                    {("dock", "north wing"): 1.0}, "dock")
     p = understand_instruction("go to the wing", C, one, None, OBJ, "dock")
     assert isinstance(p, Refused) and "'wing'" in p.reason, p
+
+
+#   dock - stage - chorus dressing room - principal dressing room - stage
+STAGE = WorldMap({w: (float(i), 0.0, 0.0) for i, w in enumerate(
+    ("dock", "stage", "chorus_dressing_room", "principal_dressing_room", "box office"))},
+    {("dock", "stage"): 1.0, ("stage", "chorus_dressing_room"): 1.0,
+     ("chorus_dressing_room", "principal_dressing_room"): 1.0,
+     ("principal_dressing_room", "stage"): 1.0, ("stage", "box office"): 1.0}, "dock")
+
+
+@pytest.mark.parametrize("text", ["Go to the dressing room.", "Is the cup in the dressing room?",
+                                  "Search the dressing room for my cup."])
+def test_a_kind_of_several_words_two_places_share_is_asked_back(text):
+    p = understand_instruction(text, C, STAGE, None, OBJ, "dock")
+    assert isinstance(p, Clarify) and sorted(p.options) == [
+        "chorus_dressing_room", "principal_dressing_room"], p
+
+
+def test_the_corridor_between_the_two_of_a_kind_is_that_corridor():
+    text = "Go to the principal dressing room, but don't use the corridor between the two " \
+           "dressing rooms."
+    assert lines(text, STAGE) == ["1. go to principal_dressing_room", "avoiding the corridor "
+                                  "chorus_dressing_room-principal_dressing_room"]
+
+
+def test_a_place_of_three_words_is_one_place_in_every_phrasing():
+    assert lines("Search the chorus dressing room for the cup.", STAGE) == [
+        "1. look for the cup in chorus_dressing_room"]

@@ -345,3 +345,13 @@ def test_the_launch_gives_the_planner_the_detectors_classes(tmp_path):
                                                                  "config/sim.yaml"))
     assert "objects:=['coco']" in graph.process_command(
         graph.PLANNER, "config/sim.yaml", others={"perception": {"backend": "darknet"}})
+
+
+@pytest.mark.parametrize("text", ["tell me where you last saw the cup",
+                                  "could you tell me where you last saw the cup",
+                                  "do you know where you last saw the cup"])
+def test_asking_to_be_told_where_is_a_question_never_a_drive(text):
+    # "tell me where you last saw X" once read as "drive to where X was seen": the robot moved
+    # when it was asked to answer
+    req = parse_request(text, ("red",), ("kitchen",), ("cup",))
+    assert req is not None and req.intent == "where_last_seen", req

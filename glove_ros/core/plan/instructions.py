@@ -359,6 +359,7 @@ _WHICH_BLOCK = re.compile(r"(?:find|look\s+for|search\s+for|locate|hunt\s+for|wh
 _PLACE_FOR = re.compile(r"^(?:in\s+|inside\s+)?(?P<p>.+?)\s+for\s+(?P<t>.+)$", re.I)
 _THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)
 _IT = re.compile(r"\b(it|them)\b", re.I)
+_THAT_PLACE = re.compile(r"\b(?:that|this|the\s+same)\s+(?:room|place|area|spot|one)\b", re.I)
 _AND_LIST = re.compile(r"^(?P<v>go\s+to|check|inspect|look\s+in|look\s+into|look\s+at)\s+"
                        r"(?P<a>.+?)\s+and\s+(?P<b>(?:the\s+)?.+)$", re.I)
 
@@ -378,6 +379,7 @@ class _Ctx:
     target: tuple[str, str] | None = None
     verb: str = ""  # "go_to", "look" or "find": what a bare place (or target) repeats
     look_for: tuple[str, str] | None = None  # what the last "look for X in P" looked for
+    seen: tuple[str, str] | None = None  # what the last "where did you last see X?" asked about
 
     def known(self) -> str:
         return known_names(self.vocab[0], self.vocab[1].waypoint_ids, self.vocab[2])
@@ -391,15 +393,16 @@ def kind_options(phrase: str, waypoints: Sequence[str]) -> tuple[str, ...]:
     """The places ``phrase`` could mean when it names a kind of place, not one place: "the
     dome", "one of the domes" with a great dome and a small dome on the map -> both (a
     question to ask back); () when fewer than two places are of that kind."""
-    m = re.fullmatch(r"(?:(?:one|either|any|each)\s+of\s+)?(?:the\s+|a\s+|an\s+|either\s+)?"
-                     r"(?P<w>[a-z][\w-]*)", phrase.strip(), re.I)
+    m = re.fullmatch(r"(?:(?:one|either|any|each|both)\s+of\s+)?(?:the\s+|a\s+|an\s+|either\s+|"
+                     r"both\s+)?(?:two\s+)?(?P<w>[a-z][\w-]*(?:[\s_]+[a-z][\w-]*)?)",
+                     phrase.strip(), re.I)
     if not m:
         return ()
-    w = m["w"].lower()
-    said = {w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith("es") else w}
-    opts = tuple(p for p in waypoints
-                 if len(p.replace("_", " ").split()) > 1
-                 and p.replace("_", " ").split()[-1].lower() in said)
+    *head, w = m["w"].lower().replace("_", " ").split()
+    kinds = {(*head, v) for v in (w, w[:-1] if w.endswith("s") else w,
+                                  w[:-2] if w.endswith("es") else w)}
+    opts = tuple(p for p in waypoints for words in [tuple(p.lower().replace("_", " ").split())]
+                 if any(len(words) > len(k) and words[-len(k):] == k for k in kinds))
     return opts if len(opts) > 1 else ()
 
 
@@ -439,6 +442,11 @@ def _target(ctx: _Ctx, phrase: str) -> tuple[str, str]:
 def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
     wm = ctx.vocab[1]
     x = x.strip()
+    two = re.match(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+"
+                   r"(?:between|linking|joining|connecting)\s+(?P<k>(?:the\s+)?(?:two|both)\s+.+)$",
+                   x, re.I)
+    if two and len(kind_options(two["k"], wm.waypoint_ids)) == 2:  # exactly two of that kind
+        x = "the corridor between {} and {}".format(*kind_options(two["k"], wm.waypoint_ids))
     m = _BETWEEN.match(x) or _PAIR.match(x)
     if m:
         a, b = _place(ctx, m["a"]), _place(ctx, m["b"])
@@ -495,8 +503,12 @@ def _split_place(ctx: _Ctx, phrase: str) -> tuple[str, str]:
 def _step(ctx: _Ctx, text: str) -> Step:
     c, wm, o = ctx.vocab
     wps = wm.waypoint_ids
+    if _THERE.search(text) and not ctx.place and ctx.seen:  # "where did you see it? go there"
+        text = _THERE.sub(f"go to where {_noun(*ctx.seen)} was last seen", text)
     if _THERE.search(text):
         text = _THERE.sub(lambda m: f"go {m[2] or ''}to the {_place(ctx, 'there')}", text)
+    if ctx.place and _THAT_PLACE.search(text):  # "if the cup is in the den, inspect that room"
+        text = _THAT_PLACE.sub(f"the {ctx.place}", text)
     if _IT.search(text):
         if ctx.target is None and not re.match(rf"{_VERB}\b", text.strip(), re.I):
             raise _NotRead(f"{text!r} is not understood")  # "pick it up": no question to ask
@@ -696,6 +708,8 @@ def _clause(ctx: _Ctx, clause: str, items: list[Item], avoid_w: list[str],
         items.append(step)
         r = step.request
         ctx.place = step.place or ctx.place
+        if r.intent == "where_last_seen":  # a "there" after it means where that was seen
+            ctx.place, ctx.seen = "", (r.colour, r.look_kind)
         if r.colour:
             ctx.target = (r.colour, r.look_kind)
         elif step.target:

@@ -52,13 +52,21 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"recently)\b", r"where \g<t> was last seen"),
     (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*|^(?:hiya|hi|hello|hey|morning|good\s+morning)"
      r"\s*[!,.]\s*", ""),
-    (r"^(?:you\s+have\s+(?:done|worked)\s+(?:enough|plenty|well)|that\s+is\s+enough|good\s+(?:work|"
+    (r"^(?:cheers|thanks|thank\s+you)\s+for\s+[^.!?]*[.!]\s*", ""),
+    (r"^(?:you\s+are\s+(?:all\s+)?(?:done|finished)|you\s+have\s+(?:done|worked)\s+(?:enough|plenty|"
+     r"well)|that\s+is\s+enough|good\s+(?:work|"
      r"job)|well\s+done|nice\s+(?:work|job)|great\s+(?:work|job))(?:\s+for\s+(?:today|now|the\s+"
-     r"day|tonight))?\s*[,;.!]\s*", ""),
+     r"day|the\s+night|the\s+evening|tonight))?\s*[,;.!]\s*", ""),
     (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+remember)|off\s+the\s+top\s+of\s+your\s+"
      r"head|without\s+(?:looking|checking|going\s+there))\s*,\s*", ""),
     (r"^(?P<t>" + _THING + r")\s*[,;:]\s*where\s+did\s+you\s+(?:see|spot|notice)\s+(?:it|them)"
      r"\s+(?:last|most\s+recently)\s*\??$", r"where did you last see \g<t>?"),
+    (r"^(?:(?:a\s+)?quick\s+question|one\s+question|question|just\s+wondering|out\s+of\s+interest)\s*"
+     r"[:,-]\s*", ""),
+    # "before the cast arrives, ...": when, said before the request (a name in it stays)
+    (r"^(?:before|after|once|when)\s+(?:the\s+|your\s+|my\s+|our\s+)?[a-z]+(?:\s+[a-z]+)?\s+(?:arriv"
+     r"es?|gets?\s+(?:here|in|back)|comes?\s+(?:in|back)|leaves?|opens?|closes?|starts?|begins?|"
+     r"ends?|finish(?:es)?|wakes?\s+up)\s*,?\s*", ""),
     (r"^(?:so\s+)?i\s+was\s+wondering\s+if\s+you\s+could\s+(?:do\s+me\s+a\s+favou?r\s*[:,]\s*)?",
      ""),
     (r"^(?:ok(?:ay)?\s*,?\s+)?(?:so\s+)?what\s+i\s+need\s+is\s*,?\s*(?:um\s*,?\s*)?(?:for\s+you\s+)"
@@ -124,7 +132,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (_CLAUSE + r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|i\s+(?:need|want|would\s+"
      r"like)\s+(?:you\s+)?to\s+|you\s+(?:can|could|should|may)\s+(?:now\s+)?|go\s+ahead\s+and\s+"
      r"|be\s+so\s+kind\s+as\s+to\s+|(?:please\s+)?make\s+sure\s+(?:you|to)\s+)", r"\1"),
-    (r"[,\s]+(?:please|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+id"
+    (r"[,\s]+(?:please|pls|plz|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+id"
      r"ea|"
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
@@ -154,6 +162,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"(?:where\s+)?you\s+last\b)", "go to "),
     (r"\s*,?\s*(?:and\s+)?whatever\s+you\s+do\s*,\s*", ", and "),
     (r"\bif\s+it\s+turns\s+out\s+(?:that\s+)?", "if "),
+    (r"\bturns?\s+out\s+to\s+be\s+(?=(?:in|at|inside)\s)", "is "),
     (r"\btime\s+to\s+(?:re)?charge\s*,?\s*(?:so\s+)?(?:head|go|come)\s+(?:back|home)(?:\s+to\s+(?:t"
      r"he\s+|"
      r"your\s+)?(?:dock|charger|base|docking\s+station|charging\s+station))?\b", _DOCKING),
@@ -218,7 +227,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      _DOCKING),
     (r"\b(?:(?:go|come|head|get|return|drive)\s+)?(?:back\s+)?to\s+(?:the\s+)?(?:base|home\s+base|"
      r"charging\s+(?:station|dock|point|pad)|docking\s+station)\b", _DOCKING),
-    (r"\b(?:(?:go|come|head|get|return|drive)\s+)?back\s+to\s+(?:the\s+)?(?:dock|charger)\b",
+    (r"\b(?:(?:go|come|head|get|return|drive|pop|nip|zip|scoot|run|swing)\s+)?back\s+to\s+(?:the\s"
+     r"+)?(?:dock|charger)\b",
      _DOCKING),
     (r"\b(?:(?:go|come|head|get)\s+)?back\s+and\s+(?:re)?charge\b", _DOCKING),
     (r"\bback\s+home\b", _DOCKING),
@@ -262,6 +272,12 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(is|are)\s+(still\s+)?(?:lying|sitting|standing|kept|left|parked|hanging)\s+(?=(?:in|at|"
      r"inside)\s)", r"\1 \2"),
     # questions from memory said other ways
+    (r"^(?:any\s+idea|do\s+you\s+(?:know|remember|recall))\s+where\s+(?P<t>" + _THING
+     + r")\s+(?:was|were)\s+(?:the\s+)?last\s+time\s+you\s+(?:saw|spotted|noticed)\s+(?:it|them)"
+     r"\s*\??$",
+     r"where did you last see \g<t>?"),
+    (r"^(?:is\s+there\s+)?(?:anything|something)\s+(?:different|new)(?:\s+(?:around|in|at)\s+(?:the\s"
+     r"+)?[a-z]+)?(?=\s+since\b|\s*\??$)", "what has changed"),
     (r"^when\s+you\s+last\s+(?:looked|checked)\s*,\s*where\s+(?:was|were)\s+(?P<t>" + _THING
      + r")\s*\??$", r"where did you last see \g<t>?"),
     (r"^when\s+you\s+last\s+saw\s+(?P<t>" + _THING + r")\s*,\s*where\s+(?:was|were)\s+(?:it|they)"
@@ -354,6 +370,24 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
 #: rows read after :data:`PHRASES` that need the map's own place names (``{P}``: one place,
 #: "the" optional), so a place is never taken to run on into the next word
 MAP_PHRASES: tuple[tuple[str, str], ...] = (
+    (r"\bboth\s+(?={P}\s*,?\s+and\s)", ""),  # "avoid both the lab and the hall"
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s*,?\s+and\s+look\s+for\s+(?P<t>" + _THING
+     + r")\s+in\s+it\b", r"look for \g<t> in \g<p>"),
+    # "the atrium floor has just been mopped, so keep out of there": there is that place
+    (r"^(?P<s>[^.?!]*?\b(?P<p>{P})\b[^.?!]*?)\s*,?\s*(?:so\s+)?(?:please\s+)?(?P<v>avoid|keep\s+out\s+"
+     r"of|stay\s+out\s+of|keep\s+away\s+from|stay\s+away\s+from|steer\s+clear\s+of)\s+(?:there|it|"
+     r"that\s+(?:room|place|area))(?=\s*(?:[.;,!]|$))", r"\g<v> \g<p>"),
+    # "go to the den and search it for the cup": "it" is the place
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s*,?\s+and\s+(?:search|check|sweep|comb|look\s+(?:in|"
+     r"through|around|round))\s+it\s+for\s+(?P<t>" + _THING + r")", r"look for \g<t> in \g<p>"),
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s*,?\s+and\s+(?:search|check|inspect|look\s+(?:in|"
+     r"around|round))\s+it\b", r"check \g<p>"),
+    # "she left her umbrella somewhere backstage. Look for it in the den": a story names the
+    # thing, the request after it says "it" ({T}: a colour block or an object of the map)
+    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
+     r".?!]*?\b(?:the|a|an|my|her|his|their|our|your)\s+(?P<n>{T})\b[^.?!]*[.!;]\s*(?P<r>(?:[^.?!]"
+     r"*?\s)?)(?P<v>look\s+for|search\s+for|find|check\s+for|hunt\s+for)\s+(?:it|them)\b",
+     r"\g<r>\g<v> the \g<n>"),
     # "avoid the atrium today": when is not where
     (r"\b(?P<p>{P})\s+(?:today|tonight|this\s+(?:morning|afternoon|evening|time)|for\s+now|for\s+t"
      r"he\s+moment|right\s+now|at\s+the\s+moment)\b", r"\g<p>"),
@@ -391,11 +425,21 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
         t = re.sub(rf"(?<!\bcheck )(?<!\bchecking )(?<!\bup )\b(?:on|onto)\s+"
                    rf"(?=(?:the\s+)?(?:{alts})\b)",
                    "in ", t, flags=re.I)  # "check on the lab" / "check up on" keep their "on"
+    if objects or colours:  # "is my handbag in the den?": whose it is does not change where
+        things = "|".join(re.escape(n) for n in sorted(
+            [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True))
+        t = re.sub(rf"\b(?:my|our|his|her|their)\s+(?=(?:{things})\b)", "the ", t, flags=re.I)
     said = _bag(t, colours, waypoints, objects)
     rows = list(_COMPILED)
     if waypoints:
         place = rf"(?:the\s+)?(?:{alts})"
-        rows += [(re.compile(p.replace("{P}", place), re.I), r) for p, r in MAP_PHRASES]
+        either = rf"(?:the\s+)?(?:{alts}|[a-z][\w-]*(?:\s+[a-z][\w-]*)?)"
+        rows = [(re.compile(p.replace(_PLACE, either), re.I), r) if _PLACE in p else c
+                for (p, r), c in zip(PHRASES, _COMPILED, strict=True)]
+        things = "|".join(re.escape(n) for n in sorted(
+            [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True)) or "(?!)"
+        rows += [(re.compile(p.replace("{P}", place).replace("{T}", f"(?:{things})"), re.I), r)
+                 for p, r in MAP_PHRASES]
     for rx, to in rows:
         new = " ".join(rx.sub(to, t).split()).strip(" ,;.!")
         if new != t and _bag(new, colours, waypoints, objects) == said:

@@ -284,7 +284,9 @@ _CORRIDOR = re.compile(r"\b(corridor|passage|way|path|route|door|get)\b.*\bfrom\
                        r"\b(corridor|passage|way|path|route|door)\b.*\bbetween\b|"
                        r"\b(open|blocked|closed|clear|passable)\b", re.I)
 # a question, not an errand: "where did you last see the red block?" (answer, never drive)
-_WHERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:where|in\s+which\s+(?:place|room))\b.*"
+_WHERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?"
+                    r"(?:tell\s+me|say|let\s+me\s+know|do\s+you\s+(?:know|remember))\s+)?(?:where|"
+                    r"in\s+which\s+(?:place|room))\b.*"
                     r"\b(?:is|are|see|saw|seen|spot|spotted|find|found|notice|noticed)\b", re.I)
 _GOTO = re.compile(r"\b(go|drive|navigate|move|head|take\s+me|bring\s+me|lead\s+me|get\s+to)\b",
                    re.I)
@@ -614,6 +616,8 @@ _NAMED = (  # where a request names its place or object: "go to the X", "find th
     re.compile(r"\b(?:find|fetch|bring|get|locate|look\s+for|search\s+for|seen?|saw)\s+"
                r"(?:me\s+)?(?:the|a|an)\s+" + _SLOT, re.I),
     re.compile(r"\bwhere\s+(?:is|are)\s+(?:the|a|an|my)\s+" + _SLOT, re.I),
+    re.compile(r"^\s*(?:look|search|check)\s+for\s+(?:the|a|an|my)\s+[\w ]+?\s+(?:in|inside|at)\s+"
+               r"(?:the\s+)?" + _SLOT, re.I),  # "look for the cup in the X"
     # "is there a X in the Y": the object, then the place
     re.compile(r"^\s*(?:is|are)\s+(?:there\s+)?(?:the|a|an|any|some)\s+" + _SLOT
                + r"\s+(?:still\s+|now\s+)?(?:in|at|inside)\s", re.I),
