@@ -267,6 +267,31 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
      ["1. say where the cup was last seen"]),
     ("Anything different around the house since you last looked?", ["1. say what changed"]),
     ("head over to the office pls", ["1. go to office"]),
+    # development set 12's kinds of phrasing, said in this map's words
+    ("Morning! We've got visitors coming at ten, so could you pop over to the office first and "
+     "then have a look in the pantry? Cheers.", ["1. go to office", "2. look in pantry"]),
+    ("Is the cup in the lab? Either way, head to the office afterwards.",
+     ["1. say whether the cup is in lab", "2. go to office"]),
+    ("Please don't go through the lab, the floor's just been sealed. Search the office for the "
+     "cup.", ["1. look for the cup in office", "avoiding lab"]),
+    ("The passage between the hall and the lab is closed off today, so keep out of it. Inspect "
+     "the office, please.", ["1. look in office", "avoiding the corridor hall-lab"]),
+    ("Search the office for the cup without using the corridor linking the hall and the lab.",
+     ["1. look for the cup in office", "avoiding the corridor hall-lab"]),
+    ("Head to the office, and don't use the corridor between it and the lab.",
+     ["1. go to office", "avoiding the corridor lab-office"]),
+    ("Steer clear of the pantry and of the corridor between the hall and the lab, and look in "
+     "the office.", ["1. look in office", "avoiding pantry, the corridor hall-lab"]),
+    ("Right, I need you in the lab. Off you go.", ["1. go to lab"]),
+    ("Have a hunt around the pantry for the red block.", ["1. look for the red block in pantry"]),
+    ("Remind me where you last spotted the red block?",
+     ["1. say where the red block was last seen"]),
+    ("Should the red block turn out to be in the lab, come back to the dock.",
+     ["1. if the red block is in lab: return to the dock"]),
+    ("If the cup is not in the lab, search the office for it; if it is, just go back to base.",
+     ["1. if the cup is not in lab: look for the cup in office, else return to the dock"]),
+    ("Go to the kitchen. If the cup is in the office, drive over there too, otherwise go home.",
+     ["1. go to kitchen", "2. if the cup is in office: go to office, else return to the dock"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     if want is None:  # a choice said with "either": asked back

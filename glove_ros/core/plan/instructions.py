@@ -301,7 +301,8 @@ _IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
 _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
-                     r"(?:off[\s-]limits|out\s+of\s+bounds|closed|shut|blocked|forbidden|"
+                     r"(?:off[\s-]limits|out\s+of\s+bounds|(?:closed|shut|sealed|cordoned)(?:\s+off)?|"
+                     r"blocked|forbidden|"
                      r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s"
                      r"+now|for\s+(?:maintenance|repairs?|cleaning|works?|an\s+inspection|the\s+"
                      r"day)|until\s+further\s+notice))*$",
@@ -357,7 +358,8 @@ _WHICH_BLOCK = re.compile(r"(?:find|look\s+for|search\s+for|locate|hunt\s+for|wh
                           r"my)\s+block\s*\??",
                           re.I)
 _PLACE_FOR = re.compile(r"^(?:in\s+|inside\s+)?(?P<p>.+?)\s+for\s+(?P<t>.+)$", re.I)
-_THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?there\b", re.I)
+_THERE = re.compile(r"\b(go|drive|head|come|return|move)\s+(back\s+)?(?:over\s+|out\s+|down\s+|"
+                    r"up\s+)?there\b", re.I)
 _IT = re.compile(r"\b(it|them)\b", re.I)
 _THAT_PLACE = re.compile(r"\b(?:that|this|the\s+same)\s+(?:room|place|area|spot|one)\b", re.I)
 _AND_LIST = re.compile(r"^(?P<v>go\s+to|check|inspect|look\s+in|look\s+into|look\s+at)\s+"
@@ -416,6 +418,8 @@ def _unknown(ctx: _Ctx, phrase: str, what: str = "place") -> _Stop:
 
 def _place(ctx: _Ctx, phrase: str) -> str:
     p = phrase.strip()
+    if re.fullmatch(r"it", p, re.I) and ctx.place:  # "the corridor between it and the lab"
+        return ctx.place
     if re.fullmatch(r"there|here", p, re.I):
         if not ctx.place:
             raise _Stop(Clarify(f"Which place is '{p}'?", ctx.vocab[1].waypoint_ids))
@@ -463,8 +467,8 @@ def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
             raise _Stop(Clarify(f"Which corridor of {a}: {' or '.join(opts)}?", opts))
         return [], [_key(a, wm.neighbors(a)[0])]
     # "the oratory and the corridor between cloister and tannery": places and corridors
-    lead = re.match(r"^(?P<w>.+?)(?:\s*,\s*|\s+(?:and|or|nor)\s+)(?P<c>(?:the\s+)?(?:corridor|"
-                    r"passage)\s+(?:between|from)\s.+|(?:the\s+)?\S+\s*[-/]\s*\S+\s+(?:corridor|"
+    lead = re.match(r"^(?P<w>.+?)(?:\s*,\s*|\s+(?:and|or|nor)\s+)(?:of\s+)?(?P<c>(?:the\s+)?(?:"
+                    r"corridor|passage)\s+(?:between|from)\s.+|(?:the\s+)?\S+\s*[-/]\s*\S+\s+(?:corridor|"
                     r"passage))$", x, re.I)
     if lead:
         w, _ = _constraint(ctx, lead["w"])

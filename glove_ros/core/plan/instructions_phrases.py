@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 
 from glove_ros.core.plan.tasks import names_in
 
-_END = r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but)\b))"  # a phrase ends at a separator
+_END = (r"(?=\s*(?:[,;.?!]|$|\s+(?:then|and|but|without|avoiding|keeping|staying|steering|while|"
+        r"unless)\b))")  # a phrase ends at a separator or where a constraint starts
 _CLAUSE = r"(^|[,;.]\s*|\bthen\s+|\band\s+)"  # where a clause starts (kept as group 1)
 _PLACE = r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?"
 _DOCKING = "return to the charger"  # the grammar's dock request, naming no place
@@ -75,6 +76,25 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\s+at\s+all(?=\s*(?:[,;.?!]|$))", ""),
     (r"[.,;]\s*oh\s*,?\s*(?=and\b)", ", "),
     (r"[,;]\s*(?:it|they)\s+(?:is|are)\s+being\s+\w+(?=\s*(?:[.;!?]|$))", ""),
+    (r"[.,;!]?\s*(?:off\s+you\s+go|away\s+you\s+go|go\s+on\s+then|chop\s+chop)\s*[.!]?$", ""),
+    (r"\s+(?:too|as\s+well)(?=\s*(?:[,;.?!]|$))", ""),
+    (r"\bshould\s+(?P<t>" + _THING + r")\s+turn\s+out\s+(?P<n>not\s+)?to\s+be\s+(?=(?:in|at|inside)"
+     r"\s)",
+     r"if \g<t> is \g<n>"),
+    # "if the cup is not in the den, search the lab for it; if it is, go home": the else
+    (r"(?P<a>\bif\s+[^;,]*?\b(?:is|are)\s+not\b[^;]*?)[;,]\s*(?:and\s+)?if\s+(?:it|they)\s+(?:is|are)"
+     r"(?:\s+there)?\s*,\s*", r"\g<a>, otherwise "),
+    # "don't go through the lab, the floor's just been sealed": the reason, not a step
+    (r"[,;]\s*(?:it|they|the\s+[a-z]+)(?:'s|\s+is|\s+are|\s+has|\s+have)\s+(?:just\s+|only\s+just\s+"
+     r")?(?:been|being)\s+[a-z]+(?=\s*(?:[.;!?]|$))", ""),
+    # "we've got visitors at ten, so could you ...": why, before the request
+    (r"^(?![^,;.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)"
+     r"[^,;.?!]*?,\s*so\s+(?=\S)", ""),
+    # "the passage from A to B is closed off today, so keep out of it": the closure says it
+    (r"(?P<a>\b(?:is|are)\s+(?:now\s+)?(?:closed|shut|blocked|off[\s-]limits|out\s+of\s+bounds|forbi"
+     r"dden|sealed|cordoned)(?:\s+off)?(?:\s+[a-z]+){0,3}?)\s*[,;]?\s*so\s+(?:please\s+)?(?:keep\s+ou"
+     r"t\s+of|stay\s+out\s+of|avoid|keep\s+away\s+from|steer\s+clear\s+of|do\s+not\s+(?:use|take|go"
+     r"\s+(?:in|into|through)))\s+(?:it|that|them|there)(?=\s*(?:[.;!?]|$))", r"\g<a>"),
     (r"^without\s+(?:going|moving|driving)\s+anywhere\s*,?\s*", ""),
     (r"\s*,\s*though\s*,\s*", ", "),
     (r"\beither\s+(?=(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s+or\b)", ""),
@@ -86,7 +106,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"\g<b>, then go to \g<a>"),
     (r"^(?:ok(?:ay)?|right|so)?\s*,?\s*(?:a\s+couple\s+of|a\s+few|two|three)\s+things\s*[:,]\s*",
      ""),
-    (r"(?:^|(?<=[.;,]\s))either\s+way\s*,?\s*", ""),
+    (r"(?:^|(?<=[.;,?!]\s))either\s+way\s*,?\s*", ""),
     (r"[,\s]+(?:any|either)\s+(?:of\s+(?:those|them|these|the\s+\w+)|one)\s+(?:is\s+fine|works|will"
      r"\s+do|"
      r"is\s+ok(?:ay)?)" + r"(?=\s*(?:[,;.?!]|$))", ""),
@@ -241,7 +261,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\bgo\s+(?:and\s+)?(?=(?:check|inspect|look|search)\b)", ""),
     (r"\b(?:check|look)\s+(?:on|up\s+on|in\s+on|over|out)\s+(?=the\s)", "check "),
     (r"\b(?:have|take)\s+a\s+(?:quick\s+|little\s+|proper\s+|good\s+)?(?:peek|peep|glance|look|gand"
-     r"er)\s+(?:inside|"
+     r"er|hunt|search|scout|rummage)\s+(?:inside|"
      r"in|into|at|around|round)\s+", "look in "),
     (r"\b(?:peek|peep|glance)\s+(?:inside|in|into|at)\s+", "look in "),
     (r"\bgive\s+(?P<p>" + _PLACE + r")\s+a\s+(?:quick\s+)?(?:once-over|look|check|glance|"

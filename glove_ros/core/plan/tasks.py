@@ -285,7 +285,8 @@ _CORRIDOR = re.compile(r"\b(corridor|passage|way|path|route|door|get)\b.*\bfrom\
                        r"\b(open|blocked|closed|clear|passable)\b", re.I)
 # a question, not an errand: "where did you last see the red block?" (answer, never drive)
 _WHERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?"
-                    r"(?:tell\s+me|say|let\s+me\s+know|do\s+you\s+(?:know|remember))\s+)?(?:where|"
+                    r"(?:tell\s+me|say|let\s+me\s+know|remind\s+me|do\s+you\s+(?:know|remember))\s+)?"
+                    r"(?:where|"
                     r"in\s+which\s+(?:place|room))\b.*"
                     r"\b(?:is|are|see|saw|seen|spot|spotted|find|found|notice|noticed)\b", re.I)
 _GOTO = re.compile(r"\b(go|drive|navigate|move|head|take\s+me|bring\s+me|lead\s+me|get\s+to)\b",
@@ -372,7 +373,7 @@ def request_leftover(text: str, colours: Sequence[str], waypoints: Sequence[str]
 # to the veranda while staying clear of the greenhouse" is not a corridor question (issue 28).
 _COMMON = """please now just right again kindly hey hi ok okay robot thanks thank you the a an
     some any my me i we us your it this that there here can could would will do does did you
-    tell say let know"""
+    tell say let know remind"""
 _TARGET = "block blocks cube cubes box boxes"
 _MOVE = "go drive navigate move head take bring lead get back over to into toward towards"
 _SEEN = """where which place room last most recently recent time was were is are see saw seen
