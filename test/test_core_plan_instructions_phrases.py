@@ -292,6 +292,27 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
      ["1. if the cup is not in lab: look for the cup in office, else return to the dock"]),
     ("Go to the kitchen. If the cup is in the office, drive over there too, otherwise go home.",
      ["1. go to kitchen", "2. if the cup is in office: go to office, else return to the dock"]),
+    # development set 13's kinds of phrasing, said in this map's words
+    ("I'm meeting a friend at the office in ten minutes. Can you make your way there ahead of "
+     "me?", ["1. go to office"]),
+    ("My daughter left her cup somewhere around the lab. Would you check there for it?",
+     ["1. look for the cup in lab"]),
+    ("I've lost the red block again. Can you track it down?", ["1. find the red block"]),
+    ("As far as you know, is my cup in the pantry?", ["1. say whether the cup is in pantry"]),
+    ("Pop into the lab to look for my cup, and once you're done there, check the office.",
+     ["1. look for the cup in lab", "2. look in office"]),
+    ("The corridor linking the hall and the lab is being mopped, so keep off it. Search the "
+     "office for the cup.", ["1. look for the cup in office", "avoiding the corridor hall-lab"]),
+    ("Your battery's looking a bit low, best head back to the charger.",
+     ["1. return to the dock"]),
+    ("Someone said the pantry door was banging all night. Pop over there and have a look "
+     "around.", ["1. look in pantry"]),
+    ("Go to the office and see if you can spot the red block.",
+     ["1. look for the red block in office"]),
+    ("Can you go and find a cup? Anywhere in the house is fine.", ["1. find the cup"]),
+    ("Anything different since you last had a look around?", ["1. say what changed"]),
+    ("The owners want an update. Inspect the lab, search the pantry for a cup, then tell me "
+     "what changed.", ["1. look in lab", "2. look for the cup in pantry", "3. say what changed"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     if want is None:  # a choice said with "either": asked back

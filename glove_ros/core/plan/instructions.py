@@ -302,6 +302,8 @@ _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
                      r"(?:off[\s-]limits|out\s+of\s+bounds|(?:closed|shut|sealed|cordoned)(?:\s+off)?|"
+                     r"being\s+(?:mopped|cleaned|repaired|painted|resurfaced|serviced|sealed|"
+                     r"inspected|fixed|renovated|waxed|hoovered|vacuumed)|"
                      r"blocked|forbidden|"
                      r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s"
                      r"+now|for\s+(?:maintenance|repairs?|cleaning|works?|an\s+inspection|the\s+"

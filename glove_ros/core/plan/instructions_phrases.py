@@ -46,8 +46,14 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(driv|com|tak|mak)ing_", r"\1e"),
     (r"\b(stop|pop|drop|nip|run|zip)ping_", r"\1"),
     (r"\b(\w+)ing_", r"\1"),
-    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|almost\s+|nearly\s+|"
-     r"very\s+|quite\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*(?:so\s+)?(?=\S)", ""),
+    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|looking\s+|almost\s+|"
+     r"nearly\s+)?(?:a\s+bit\s+|very\s+|quite\s+|pretty\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*"
+     r"(?:so\s+)?(?:(?:you\s+)?(?:had\s+)?(?:best|better)\s+)?(?=\S)", ""),
+    # "The instructors want an update. Inspect ...": a sentence that asks nothing (a name in it
+    # stays: the row is then skipped)
+    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock|where|"
+     r"what|is|are|was|were|stop|wait|do|don't|never|no|not|if|unless|stay|keep|steer)\b)[^.?!]+[.!]"
+     r"\s+(?=\S)", ""),
     (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:"
                                                  r"last|most\s+"
      r"recently)\b", r"where \g<t> was last seen"),
@@ -58,7 +64,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"well)|that\s+is\s+enough|good\s+(?:work|"
      r"job)|well\s+done|nice\s+(?:work|job)|great\s+(?:work|job))(?:\s+for\s+(?:today|now|the\s+"
      r"day|the\s+night|the\s+evening|tonight))?\s*[,;.!]\s*", ""),
-    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+remember)|off\s+the\s+top\s+of\s+your\s+"
+    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+remember)|as\s+far\s+as\s+you\s+(?:know|reme"
+     r"mber|can\s+tell)|off\s+the\s+top\s+of\s+your\s+"
      r"head|without\s+(?:looking|checking|going\s+there))\s*,\s*", ""),
     (r"^(?P<t>" + _THING + r")\s*[,;:]\s*where\s+did\s+you\s+(?:see|spot|notice)\s+(?:it|them)"
      r"\s+(?:last|most\s+recently)\s*\??$", r"where did you last see \g<t>?"),
@@ -92,8 +99,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"[^,;.?!]*?,\s*so\s+(?=\S)", ""),
     # "the passage from A to B is closed off today, so keep out of it": the closure says it
     (r"(?P<a>\b(?:is|are)\s+(?:now\s+)?(?:closed|shut|blocked|off[\s-]limits|out\s+of\s+bounds|forbi"
-     r"dden|sealed|cordoned)(?:\s+off)?(?:\s+[a-z]+){0,3}?)\s*[,;]?\s*so\s+(?:please\s+)?(?:keep\s+ou"
-     r"t\s+of|stay\s+out\s+of|avoid|keep\s+away\s+from|steer\s+clear\s+of|do\s+not\s+(?:use|take|go"
+     r"dden|sealed|cordoned|being\s+[a-z]+ed)(?:\s+off)?(?:\s+[a-z]+){0,3}?)\s*[,;]?\s*so\s+(?:plea"
+     r"se\s+)?(?:keep\s+out\s+of|keep\s+off|stay\s+off|stay\s+out\s+of|avoid|keep\s+away\s+from|steer"
+     r"\s+clear\s+of|do\s+not\s+(?:use|take|go"
      r"\s+(?:in|into|through)))\s+(?:it|that|them|there)(?=\s*(?:[.;!?]|$))", r"\g<a>"),
     (r"^without\s+(?:going|moving|driving)\s+anywhere\s*,?\s*", ""),
     (r"\s*,\s*though\s*,\s*", ", "),
@@ -157,7 +165,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
-     r"it|real\s+quick)" + _END, ""),
+     r"it|real\s+quick|ahead\s+of\s+me|before\s+me)" + _END, ""),
     (r"[,\s]+i\s+am\s+afraid" + _END, ""),
     (r"[,\s]+(?:in\s+(?:that|this|the\s+same)\s+order|one\s+after\s+(?:the\s+)?other)" + _END, ""),
     (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
@@ -197,7 +205,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
     (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came"
      r"\s+"
-     r"round|did\s+(?:your|the|a)\s+round|your\s+(?:last\s+)?(?:round|patrol|visit|check|look))(?:\s+"
+     r"round|did\s+(?:your|the|a)\s+round|had\s+a\s+look|your\s+(?:last\s+)?(?:round|patrol|visit|"
+     r"check|look))(?:\s+"
      r"around)?" + _END, ""),
     (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
      "checked "),
@@ -329,16 +338,23 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"is there "),
     (r"\b(find|fetch|locate|get)\s+me\s+", r"\1 "),
     (r"\bgo\s+(?:looking|searching|hunting)\s+for\s+", "look for "),
-    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+(?:look|search|check)\s+(?:around"
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+(?:and|to)\s+(?:look|search|check)\s+"
+     r"(?:around"
                                                      r"\s+)?for\s+"
      r"(?P<t>" + _THING + r")(?:\s+(?:there|in\s+there))?" + _END, r"look for \g<t> in \g<p>"),
     (r"\b(?:the\s+(?:place|spot)\s+(?:where\s+)?)?you\s+(?:saw|spotted|noticed)\s+(?P<t>" + _THING
      + r")\s+(?:most\s+recently|last)\b", r"the place you last saw \g<t>"),
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>" + _PLACE + r")\s+and\s+see\s+(?:if|whether)\s+(?:you\s+"
+     r"can\s+)?(?:spot|find|see)\s+(?P<t>" + _THING + r")(?:\s+(?:there|in\s+there))?" + _END,
+     r"look for \g<t> in \g<p>"),
+    (r"[.?!]?\s*anywhere(?:\s+(?:in|around|at)\s+(?:the\s+)?[a-z]+)?\s+(?:is\s+fine|will\s+do|works|i"
+     r"s\s+ok(?:ay)?)\s*[.!]?$", ""),
     (_CLAUSE + r"see\s+(?:if|whether)\s+you\s+can\s+(?:spot|find|see)\s+(?P<t>" + _THING + r")\s+(?"
                                                                                            r":in|at"
                                                                                            r"|"
      r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
-    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+somewhere)?\s*["
+    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+(?:somewhere|ag"
+     r"ain))*\s*["
                                                                            r",;.]\s*"
      r"(?:so\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for|hunt"
      r"|track)\s+"
@@ -417,10 +433,19 @@ MAP_PHRASES: tuple[tuple[str, str], ...] = (
     # "I think I left the kite somewhere in the orrery yesterday, look for it there": the
     # story says where; the request says what to do there
     (r"^(?:[^?]*?\b)?(?:left|put|dropped|stashed|stored|placed|parked|last\s+saw|saw)\s+(?P<t>"
-     + _THING + r")\s+(?:somewhere\s+)?(?:(?:up|down|over|out|back)\s+)?(?:in|at|inside)\s+(?P<p>"
-     r"{P})\b[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?"
-     r")?(?:(?:look|search|check|hunt)\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?\s*\??$",
+     + _THING + r")\s+(?:somewhere\s+)?(?:(?:up|down|over|out|back)\s+)?(?:in|at|inside|around|near"
+     r"|by)\s+(?P<p>{P})\b[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?)?(?:(?:(?:look|search|check|hunt)"
+     r"\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?|(?:look|search|check)\s+(?:there|in\s+"
+     r"there)\s+for\s+(?:it|them))\s*\??$",
      r"look for \g<t> in \g<p>"),
+    # "I'm meeting someone at the ski school. Can you make your way there?": the story's place
+    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
+     r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|"
+     r"pop|nip|swing)\s+(?:over\s+)?there\s+and\s+(?:have|take)\s+a\s+(?:quick\s+)?look(?:\s+around|"
+     r"\s+round)?", r"check \g<p>"),
+    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
+     r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|"
+     r"pop|nip|swing)\s+(?:over\s+)?there\b", r"go to \g<p>"),
 )
 _COMPILED = tuple((re.compile(p, re.I), r) for p, r in PHRASES)
 _CONTRACTED = tuple((re.compile(p, re.I), r) for p, r in CONTRACTIONS)
