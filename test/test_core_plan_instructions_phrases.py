@@ -313,6 +313,21 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
     ("Anything different since you last had a look around?", ["1. say what changed"]),
     ("The owners want an update. Inspect the lab, search the pantry for a cup, then tell me "
      "what changed.", ["1. look in lab", "2. look for the cup in pantry", "3. say what changed"]),
+    # development set 14's kinds of phrasing, said in this map's words
+    ("The cook says there's a funny smell coming from the pantry. Go and check it out.",
+     ["1. look in pantry"]),
+    ("Do you think the red block is in the lab?", ["1. say whether the red block is in lab"]),
+    ("Stay out of the lab, they're hosing it down. Check the office.",
+     ["1. look in office", "avoiding lab"]),
+    ("Search the office for the cup, and don't go along the hall to lab corridor.",
+     ["1. look for the cup in office", "avoiding the corridor hall-lab"]),
+    ("You're running low on battery, head back to the charger.", ["1. return to the dock"]),
+    ("Quick check of the office before the visitors arrive, please.", ["1. look in office"]),
+    ("Any idea where the red block was when you last saw it?",
+     ["1. say where the red block was last seen"]),
+    ("Anything different since you last did your rounds?", ["1. say what changed"]),
+    ("I think the cup rolled off into the pantry. Go and look for it there.",
+     ["1. look for the cup in pantry"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     if want is None:  # a choice said with "either": asked back
@@ -393,6 +408,7 @@ def test_asking_whether_stays_a_question_answered_from_memory(text):
     ("go to the kitchen and pick the cup up", "pick the cup up"),
     ("please carry the cup to the lab", "carry"), ("move the red block to the hall", "move the"),
     ("Raise the drawbridge, please.", "raise"),  # held-out set 8: the model drove there
+    ("Fill the cup in the office.", "fill"),  # held-out set 14: the model went to find the cup
 ])
 def test_what_the_robot_cannot_do_is_refused_before_the_model_reads_it(text, verb):
     # the model would turn "pick up the cup" into a find and "open the door" into a drive:
@@ -444,6 +460,13 @@ STAGE = WorldMap({w: (float(i), 0.0, 0.0) for i, w in enumerate(
 @pytest.mark.parametrize("text", ["Go to the dressing room.", "Is the cup in the dressing room?",
                                   "Search the dressing room for my cup."])
 def test_a_kind_of_several_words_two_places_share_is_asked_back(text):
+    p = understand_instruction(text, C, STAGE, None, OBJ, "dock")
+    assert isinstance(p, Clarify) and sorted(p.options) == [
+        "chorus_dressing_room", "principal_dressing_room"], p
+
+
+def test_a_thing_gone_into_a_kind_of_place_two_places_share_is_asked_back():
+    text = "I think the cup wandered down into the dressing room. Go and look for it there."
     p = understand_instruction(text, C, STAGE, None, OBJ, "dock")
     assert isinstance(p, Clarify) and sorted(p.options) == [
         "chorus_dressing_room", "principal_dressing_room"], p

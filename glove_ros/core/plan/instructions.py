@@ -285,7 +285,8 @@ _AVOID = re.compile(
     r"(?:stay|staying|keep|keeping)\s+(?:out\s+of|away\s+from|(?:well\s+)?clear\s+of|off)|"
     r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
-    r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near)|use|take|enter|"
+    r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near|along|down)|use|take|"
+    r"enter|"
     r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting|taking)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
@@ -348,7 +349,8 @@ CANNOT = re.compile(
     r"|"
     r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|raise|lower|push|"
     r"pull|"
-    r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|unlock|lock|turn\s+(?:on|off)|switch\s+"
+    r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|fill|refill|pour|empty|feed|water|"
+    r"unlock|lock|turn\s+(?:on|off)|switch\s+"
     r"(?:on|off)|press|knock\s+on|move\s+(?:the|a|an|my|your|this|that|it|them))\b", re.I)
 CAN_DO = "I drive, look, search, answer from memory and dock"
 _BARE_AND = re.compile(r"^(?P<a>(?:the\s+)?\w+(?:\s+\w+)?)\s+and\s+(?P<b>(?:the\s+)?\w+(?:\s+\w+)?)"

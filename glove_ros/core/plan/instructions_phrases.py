@@ -83,6 +83,17 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\s+at\s+all(?=\s*(?:[,;.?!]|$))", ""),
     (r"[.,;]\s*oh\s*,?\s*(?=and\b)", ", "),
     (r"[,;]\s*(?:it|they)\s+(?:is|are)\s+being\s+\w+(?=\s*(?:[.;!?]|$))", ""),
+    # "stay out of the den, they're hosing it down": the reason, not a step
+    (r"[,;]\s*(?:they|people|someone|somebody|the\s+[a-z]+)(?:'re|'s|\s+are|\s+is)\s+[a-z]+ing\s+(?:it"
+     r"|them|the\s+[a-z]+)(?:\s+(?:down|out|up|over))?(?=\s*(?:[.;!?]|$))", ""),
+    (r"^you\s*(?:'re|\s+are)\s+(?:running|getting)\s+(?:a\s+bit\s+|pretty\s+|quite\s+)?low\s+on\s+(?:b"
+     r"attery|charge|power)\s*[,;.]\s*(?:so\s+)?(?:(?:you\s+)?(?:had\s+)?(?:best|better)\s+)?(?=\S)",
+     ""),
+    (r"^(?:a\s+)?quick\s+(?:check|look)\s+(?:of|at|in)\s+(?=\S)", "check "),
+    (r"\s+(?:before|after|once|when)\s+(?:the\s+|your\s+|my\s+|our\s+)?[a-z]+(?:\s+[a-z]+)?\s+(?:arr"
+     r"ives?|gets?\s+(?:here|in|back)|comes?\s+(?:in|back)|opens?|starts?|begins?)" + _END, ""),
+    (r"^(?:do\s+you\s+(?:think|reckon|suppose)|would\s+you\s+say)\s+(?P<t>" + _THING
+     + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
     (r"[.,;!]?\s*(?:off\s+you\s+go|away\s+you\s+go|go\s+on\s+then|chop\s+chop)\s*[.!]?$", ""),
     (r"\s+(?:too|as\s+well)(?=\s*(?:[,;.?!]|$))", ""),
     (r"\bshould\s+(?P<t>" + _THING + r")\s+turn\s+out\s+(?P<n>not\s+)?to\s+be\s+(?=(?:in|at|inside)"
@@ -205,7 +216,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\btime\s+to\s+(?:re)?charge\b", _DOCKING),
     (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came"
      r"\s+"
-     r"round|did\s+(?:your|the|a)\s+round|had\s+a\s+look|your\s+(?:last\s+)?(?:round|patrol|visit|"
+     r"round|did\s+(?:your|the|a)\s+rounds?|had\s+a\s+look|your\s+(?:last\s+)?(?:round|patrol|visit|"
      r"check|look))(?:\s+"
      r"around)?" + _END, ""),
     (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
@@ -302,7 +313,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"inside)\s)", r"\1 \2"),
     # questions from memory said other ways
     (r"^(?:any\s+idea|do\s+you\s+(?:know|remember|recall))\s+where\s+(?P<t>" + _THING
-     + r")\s+(?:was|were)\s+(?:the\s+)?last\s+time\s+you\s+(?:saw|spotted|noticed)\s+(?:it|them)"
+     + r")\s+(?:was|were)\s+(?:(?:the\s+)?last\s+time|when)\s+you\s+(?:last\s+)?(?:saw|spotted|noti"
+     r"ced)\s+(?:it|them)"
      r"\s*\??$",
      r"where did you last see \g<t>?"),
     (r"^(?:is\s+there\s+)?(?:anything|something)\s+(?:different|new)(?:\s+(?:around|in|at)\s+(?:the\s"
@@ -418,6 +430,13 @@ MAP_PHRASES: tuple[tuple[str, str], ...] = (
      r"through|around|round))\s+it\s+for\s+(?P<t>" + _THING + r")", r"look for \g<t> in \g<p>"),
     (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s*,?\s+and\s+(?:search|check|inspect|look\s+(?:in|"
      r"around|round))\s+it\b", r"check \g<p>"),
+    # "I think the dog wandered down into the cellar. Look for it there": the thing went there
+    (r"^(?:[^?]*?\b)?(?P<t>" + _THING + r")\s+(?:has\s+|had\s+|may\s+have\s+|might\s+have\s+|must\s"
+     r"+have\s+)?(?:wandered|went|gone|ran|run|walked|moved|headed|crawled|rolled|ended\s+up|got|sli"
+     r"pped)\s+(?:off\s+|down\s+|up\s+|over\s+|back\s+)?(?:into|to|in|at|inside)\s+(?P<p>{P}|the\s+["
+     r"a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?=[\s,.;!?]|$)[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?)?(?:(?:look|search|ch"
+     r"eck|hunt)\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?\s*\??$",
+     r"look for \g<t> in \g<p>"),
     # "she left her umbrella somewhere backstage. Look for it in the den": a story names the
     # thing, the request after it says "it" ({T}: a colour block or an object of the map)
     (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
@@ -443,6 +462,9 @@ MAP_PHRASES: tuple[tuple[str, str], ...] = (
      r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|"
      r"pop|nip|swing)\s+(?:over\s+)?there\s+and\s+(?:have|take)\s+a\s+(?:quick\s+)?look(?:\s+around|"
      r"\s+round)?", r"check \g<p>"),
+    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
+     r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:che"
+     r"ck|inspect|look\s+at)\s+(?:it|that)(?:\s+out)?(?:\s+please)?\s*[.?!]?$", r"check \g<p>"),
     (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
      r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|"
      r"pop|nip|swing)\s+(?:over\s+)?there\b", r"go to \g<p>"),
