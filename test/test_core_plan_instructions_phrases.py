@@ -328,6 +328,40 @@ def lines(text: str, world_map: WorldMap = MAP) -> list[str]:
     ("Anything different since you last did your rounds?", ["1. say what changed"]),
     ("I think the cup rolled off into the pantry. Go and look for it there.",
      ["1. look for the cup in pantry"]),
+    # development sets 15-17's kinds of phrasing, said in this map's words
+    ("Search the office for the cup, and don't go anywhere near the lab.",
+     ["1. look for the cup in office", "avoiding lab"]),
+    ("Go to the office, keeping away from the pantry, and don't use the corridor between the "
+     "hall and the lab either.", ["1. go to office", "avoiding pantry, the corridor hall-lab"]),
+    ("Steer clear of the lab today, they're unloading. Check the office.",
+     ["1. look in office", "avoiding lab"]),
+    ("Is the cup in the lab? Either way, go to the office after telling me.",
+     ["1. say whether the cup is in lab", "2. go to office"]),
+    ("I've lost track of the cup somewhere in the house. Track it down, please.",
+     ["1. find the cup"]),
+    ("I'm waiting for you in the office, could you come over?", ["1. go to office"]),
+    ("Can you check on the pantry for me?", ["1. look in pantry"]),
+    ("Could you pop over to the office, have a look in the lab on the way back, and then charge?",
+     ["1. go to office", "2. look in lab", "3. return to the dock"]),
+    ("Where did you last see the cup? After you tell me, head over to the lab.",
+     ["1. say where the cup was last seen", "2. go to lab"]),
+    ("Stay away from the lab, there's a school group in there. Head to the office.",
+     ["1. go to office", "avoiding lab"]),
+    ("Please find the cup, but keep out of the lab while you do.", ["1. find the cup",
+                                                                  "avoiding lab"]),
+    ("If the cup is in the lab, head back to the dock, or else inspect the office.",
+     ["1. if the cup is in lab: return to the dock, else look in office"]),
+    ("The pantry is being drained, so don't go there. Inspect the office.",
+     ["1. look in office", "avoiding pantry"]),
+    ("The cook wants you up at the office, so off you go.", ["1. go to office"]),
+    ("Is the red block still in the lab, as far as you know?",
+     ["1. say whether the red block is in lab"]),
+    ("Would you mind heading down to the office? Thanks so much.", ["1. go to office"]),
+    ("Do you remember where you last saw my cup?", ["1. say where the cup was last seen"]),
+    ("I've lost the cup again. Where did you see it last?", ["1. say where the cup was last seen"]),
+    ("Tell me what has changed since you last went round the house.", ["1. say what changed"]),
+    ("Your battery must be low by now, go and charge.", ["1. return to the dock"]),
+    ("Has anything changed since last time?", ["1. say what changed"]),
 ])
 def test_everyday_phrasings_read_as_the_grammars_own_words(text, want):
     if want is None:  # a choice said with "either": asked back
@@ -482,3 +516,34 @@ def test_the_corridor_between_the_two_of_a_kind_is_that_corridor():
 def test_a_place_of_three_words_is_one_place_in_every_phrasing():
     assert lines("Search the chorus dressing room for the cup.", STAGE) == [
         "1. look for the cup in chorus_dressing_room"]
+
+
+def test_one_of_a_kind_is_asked_back():
+    p = understand_instruction("Could you head to one of the dressing rooms? Either is fine.", C,
+                               STAGE, None, OBJ, "dock")
+    assert isinstance(p, Clarify) and sorted(p.options) == [
+        "chorus_dressing_room", "principal_dressing_room"], p
+
+
+def test_a_short_name_for_a_place_said_in_full_is_that_place():
+    # "the dressing room" alone asks back (two of them); after "the chorus dressing room" was
+    # said in full, the user means that one
+    text = "My friend left her cup at the chorus dressing room. Can you go to the dressing " \
+           "room and look for it?"
+    assert lines(text, STAGE) == ["1. look for the cup in chorus_dressing_room"]
+
+
+def test_a_plural_possessive_place_name_is_the_place():
+    assert lines("Go to the box office, then the principals' dressing room.", WorldMap(
+        {w: (float(i), 0.0, 0.0) for i, w in enumerate(("dock", "box office",
+                                                         "principals dressing room"))},
+        {("dock", "box office"): 1.0, ("box office", "principals dressing room"): 1.0},
+        "dock")) == ["1. go to box office", "2. go to principals dressing room"]
+
+
+def test_a_corridor_not_on_the_map_is_not_answered_about():
+    # asking whether a corridor is open between two places with no corridor between them:
+    # refused naming both ends, never answered as if it existed
+    p = understand_instruction("Is the corridor between the lab and the pantry open?", C, MAP,
+                               None, OBJ, "dock")
+    assert isinstance(p, Refused) and "lab" in p.reason and "pantry" in p.reason, p

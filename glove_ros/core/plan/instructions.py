@@ -285,7 +285,8 @@ _AVOID = re.compile(
     r"(?:stay|staying|keep|keeping)\s+(?:out\s+of|away\s+from|(?:well\s+)?clear\s+of|off)|"
     r"steer(?:ing)?\s+clear\s+of)(?:\s+(?:going|driving|passing)(?:\s+(?:through|into|"
     r"via|by|past))?|\s+(?:using|entering|crossing))?|(?:do\s+not|never)\s+(?:(?:go|drive|pass|"
-    r"travel|move|cut|come)\s+(?:through|via|into|by|past|across|in|to|near|along|down)|use|take|"
+    r"travel|move|cut|come)\s+(?:anywhere\s+)?(?:through|via|into|by|past|across|in|to|near|along|"
+    r"down)|use|take|"
     r"enter|"
     r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting|taking)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
@@ -303,8 +304,7 @@ _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
                      r"(?:off[\s-]limits|out\s+of\s+bounds|(?:closed|shut|sealed|cordoned)(?:\s+off)?|"
-                     r"being\s+(?:mopped|cleaned|repaired|painted|resurfaced|serviced|sealed|"
-                     r"inspected|fixed|renovated|waxed|hoovered|vacuumed)|"
+                     r"being\s+[a-z]+ed|"
                      r"blocked|forbidden|"
                      r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s"
                      r"+now|for\s+(?:maintenance|repairs?|cleaning|works?|an\s+inspection|the\s+"
@@ -765,7 +765,8 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
     t = canonical(said, colours, wps, objects)
     if len(colours) > 1 and _WHICH_BLOCK.fullmatch(t):  # "find the block": which one?
         return Clarify(f"Which block: {' or '.join(colours)}?", tuple(colours))
-    for name in unknown_names(t, colours, wps, objects):
+    for name in [*unknown_names(t, colours, wps, objects), *(m.group() for m in re.finditer(
+            r"\b(?:one|either|any)\s+of\s+(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?", t, re.I))]:
         opts = kind_options(name, wps)  # "head to the dome" with two domes: which one?
         if opts:
             return Clarify(f"Which one: {' or '.join(opts)}?", opts)
@@ -790,6 +791,11 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
             req, how = understand(t, colours, wps, None, objects)
         except ValueError as exc:
             return Refused(str(exc))
+        if req.intent == "corridor_status" and world_map.length(req.waypoint,
+                                                                req.waypoint2) is None:
+            return Refused(f"there is no corridor {req.waypoint}-{req.waypoint2} (between "
+                           f"{req.waypoint} and {req.waypoint2}) on the map; corridors: "
+                           + ", ".join(f"{p}-{q}" for p, q in world_map.edges))
         return Plan(Instruction((Step(req),), text=req.text, source=req.source), how)
     # what no grammar reads goes to the plan reader below, one-part texts too: its schema
     # holds every request and "cannot" (the single-request schema had no way to say that a
@@ -901,6 +907,9 @@ def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | 
             r = step.request
             dst = step.place or (world_map.dock if r.intent == "dock" else "")
             why = f"step {n} ({step.describe()})"
+            if r.intent == "corridor_status" and world_map.length(r.waypoint, r.waypoint2) is None:
+                return Refused(f"{why}: there is no corridor {r.waypoint}-{r.waypoint2} (between "
+                               f"{r.waypoint} and {r.waypoint2}) on the map")
             if not dst:
                 ends.add("" if r.intent in ("find", "go_to_last_seen") else pos)
                 continue

@@ -46,25 +46,26 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(driv|com|tak|mak)ing_", r"\1e"),
     (r"\b(stop|pop|drop|nip|run|zip)ping_", r"\1"),
     (r"\b(\w+)ing_", r"\1"),
-    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is)\s+(?:getting\s+|running\s+|looking\s+|almost\s+|"
-     r"nearly\s+)?(?:a\s+bit\s+|very\s+|quite\s+|pretty\s+)?(?:low|flat|empty|dying|dead)\s*[,;.]\s*"
+    (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is|\s+must\s+be|\s+should\s+be|\s+will\s+be)\s+(?:get"
+     r"ting\s+|running\s+|looking\s+|almost\s+|"
+     r"nearly\s+)?(?:a\s+bit\s+|very\s+|quite\s+|pretty\s+)?(?:low|flat|empty|dying|dead)(?:\s+by\s+now)?\s*[,;.]\s*"
      r"(?:so\s+)?(?:(?:you\s+)?(?:had\s+)?(?:best|better)\s+)?(?=\S)", ""),
-    # "The instructors want an update. Inspect ...": a sentence that asks nothing (a name in it
-    # stays: the row is then skipped)
-    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock|where|"
-     r"what|is|are|was|were|stop|wait|do|don't|never|no|not|if|unless|stay|keep|steer)\b)[^.?!]+[.!]"
-     r"\s+(?=\S)", ""),
     (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:"
                                                  r"last|most\s+"
      r"recently)\b", r"where \g<t> was last seen"),
     (r"^(?:hi|hello|hey)\s+there\b[,!.\s]*|^(?:hiya|hi|hello|hey|morning|good\s+morning)"
      r"\s*[!,.]\s*", ""),
+    # "The instructors want an update. Inspect ...": a sentence that asks nothing (a name in it
+    # stays: the row is then skipped)
+    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock|where|"
+     r"what|is|are|was|were|stop|wait|do|don't|never|no|not|if|unless|stay|keep|steer)\b)[^.?!]+[.!]"
+     r"\s+(?=\S)", ""),
     (r"^(?:cheers|thanks|thank\s+you)\s+for\s+[^.!?]*[.!]\s*", ""),
     (r"^(?:you\s+are\s+(?:all\s+)?(?:done|finished)|you\s+have\s+(?:done|worked)\s+(?:enough|plenty|"
      r"well)|that\s+is\s+enough|good\s+(?:work|"
      r"job)|well\s+done|nice\s+(?:work|job)|great\s+(?:work|job))(?:\s+for\s+(?:today|now|the\s+"
      r"day|the\s+night|the\s+evening|tonight))?\s*[,;.!]\s*", ""),
-    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+remember)|as\s+far\s+as\s+you\s+(?:know|reme"
+    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+(?:remember|have\s+seen))|as\s+far\s+as\s+you\s+(?:know|reme"
      r"mber|can\s+tell)|off\s+the\s+top\s+of\s+your\s+"
      r"head|without\s+(?:looking|checking|going\s+there))\s*,\s*", ""),
     (r"^(?P<t>" + _THING + r")\s*[,;:]\s*where\s+did\s+you\s+(?:see|spot|notice)\s+(?:it|them)"
@@ -84,8 +85,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"[.,;]\s*oh\s*,?\s*(?=and\b)", ", "),
     (r"[,;]\s*(?:it|they)\s+(?:is|are)\s+being\s+\w+(?=\s*(?:[.;!?]|$))", ""),
     # "stay out of the den, they're hosing it down": the reason, not a step
-    (r"[,;]\s*(?:they|people|someone|somebody|the\s+[a-z]+)(?:'re|'s|\s+are|\s+is)\s+[a-z]+ing\s+(?:it"
-     r"|them|the\s+[a-z]+)(?:\s+(?:down|out|up|over))?(?=\s*(?:[.;!?]|$))", ""),
+    (r"[,;]\s*(?:they|people|someone|somebody|the\s+[a-z]+)(?:'re|'s|\s+are|\s+is)\s+[a-z]+ing(?:\s"
+     r"+(?:it|them|the\s+[a-z]+))?(?:\s+(?:down|out|up|over))?(?=\s*(?:[.;!?]|$))", ""),
     (r"^you\s*(?:'re|\s+are)\s+(?:running|getting)\s+(?:a\s+bit\s+|pretty\s+|quite\s+)?low\s+on\s+(?:b"
      r"attery|charge|power)\s*[,;.]\s*(?:so\s+)?(?:(?:you\s+)?(?:had\s+)?(?:best|better)\s+)?(?=\S)",
      ""),
@@ -94,8 +95,9 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"ives?|gets?\s+(?:here|in|back)|comes?\s+(?:in|back)|opens?|starts?|begins?)" + _END, ""),
     (r"^(?:do\s+you\s+(?:think|reckon|suppose)|would\s+you\s+say)\s+(?P<t>" + _THING
      + r")\s+(?:is|are)\s+(?P<r>(?:still\s+)?(?:in|at|inside)\s)", r"is \g<t> \g<r>"),
-    (r"[.,;!]?\s*(?:off\s+you\s+go|away\s+you\s+go|go\s+on\s+then|chop\s+chop)\s*[.!]?$", ""),
-    (r"\s+(?:too|as\s+well)(?=\s*(?:[,;.?!]|$))", ""),
+    (r"[.,;!]?\s*(?:so\s+)?(?:off\s+you\s+go|away\s+you\s+go|go\s+on\s+then|chop\s+chop)\s*[.!]?$",
+     ""),
+    (r"\s+(?:too|as\s+well|either)(?=\s*(?:[,;.?!]|$))", ""),
     (r"\bshould\s+(?P<t>" + _THING + r")\s+turn\s+out\s+(?P<n>not\s+)?to\s+be\s+(?=(?:in|at|inside)"
      r"\s)",
      r"if \g<t> is \g<n>"),
@@ -112,7 +114,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"(?P<a>\b(?:is|are)\s+(?:now\s+)?(?:closed|shut|blocked|off[\s-]limits|out\s+of\s+bounds|forbi"
      r"dden|sealed|cordoned|being\s+[a-z]+ed)(?:\s+off)?(?:\s+[a-z]+){0,3}?)\s*[,;]?\s*so\s+(?:plea"
      r"se\s+)?(?:keep\s+out\s+of|keep\s+off|stay\s+off|stay\s+out\s+of|avoid|keep\s+away\s+from|steer"
-     r"\s+clear\s+of|do\s+not\s+(?:use|take|go"
+     r"\s+clear\s+of|do\s+not\s+go(?=\s+there)|do\s+not\s+(?:use|take|go"
      r"\s+(?:in|into|through)))\s+(?:it|that|them|there)(?=\s*(?:[.;!?]|$))", r"\g<a>"),
     (r"^without\s+(?:going|moving|driving)\s+anywhere\s*,?\s*", ""),
     (r"\s*,\s*though\s*,\s*", ", "),
@@ -176,7 +178,21 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
-     r"it|real\s+quick|ahead\s+of\s+me|before\s+me)" + _END, ""),
+     r"it|real\s+quick|ahead\s+of\s+me|before\s+me|on\s+the\s+way\s+back|while\s+you\s+(?:do|are\s+"
+     r"at\s+it)|while\s+doing\s+(?:so|it|that)|after\s+telling\s+me|after\s+you\s+(?:have\s+)?told"
+     r"\s+me)" + _END, ""),
+    (r"[,;]\s*or\s+else\b\s*,?", ", otherwise "),
+    (r"\btrack\s+(it|them)\s+down\b", r"find \1"),
+    (r"[.!?]\s*(?:thanks|thank\s+you|cheers)(?:\s+(?:so|very)\s+much|\s+a\s+lot)?\s*[.!]?$", ""),
+    (r"[,\s]+(?:as\s+far\s+as\s+you\s+(?:know|remember|can\s+tell)|from\s+(?:memory|what\s+you\s+(?:"
+     r"have\s+)?seen))(?=\s*[?.!]?$)", ""),
+    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+again)?\s*[.,;]"
+     r"\s*where\s+did\s+you\s+(?:last\s+)?(?:see|spot)\s+(?:it|them)(?:\s+last)?\s*\??$",
+     r"where did you last see \g<t>?"),
+    (r"\b(?:the\s+[a-z]+|someone|somebody|they|he|she)\s+(?:wants?|needs?)\s+you\s+(?:up\s+|over\s+"
+     r"|down\s+|out\s+)?(?:at|in|by)\s+(?=\S)", "go to "),
+    # "stay away from the barn, there's a school group in there": the reason, not a step
+    (r"[,;]\s*there\s+(?:is|are)\s+[^,;.?!]*?\s+in\s+there(?=\s*(?:[.;!?]|$))", ""),
     (r"[,\s]+i\s+am\s+afraid" + _END, ""),
     (r"[,\s]+(?:in\s+(?:that|this|the\s+same)\s+order|one\s+after\s+(?:the\s+)?other)" + _END, ""),
     (r"\b(is|are)\s+(?:out|over|up|down|back)\s+(?=(?:in|at|inside)\s)", r"\1 "),
@@ -217,7 +233,7 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\s+since\s+(?:you\s+)?(?:last\s+)?(?:looked|checked|were\s+here|came\s+by|went\s+round|came"
      r"\s+"
      r"round|did\s+(?:your|the|a)\s+rounds?|had\s+a\s+look|your\s+(?:last\s+)?(?:round|patrol|visit|"
-     r"check|look))(?:\s+"
+     r"check|look)|the\s+last\s+time|last\s+time)(?:\s+(?:the|this)\s+[a-z]+)?(?:\s+"
      r"around)?" + _END, ""),
     (r"\b(?:had|taken|took|have\s+had)\s+a\s+(?:quick\s+)?look\s+(?:in|at|around|inside)\s+",
      "checked "),
@@ -365,8 +381,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
                                                                                            r":in|at"
                                                                                            r"|"
      r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
-    (r"^i\s+(?:have|had)\s+(?:lost|misplaced|mislaid)\s+(?P<t>" + _THING + r")(?:\s+(?:somewhere|ag"
-     r"ain))*\s*["
+    (r"^i\s+(?:have|had)\s+(?:lost(?:\s+track\s+of)?|misplaced|mislaid)\s+(?P<t>" + _THING
+     + r")(?:\s+(?:somewhere(?:\s+(?:in|around|on)\s+(?:the\s+)?[a-z]+)?|again))*\s*["
                                                                            r",;.]\s*"
      r"(?:so\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for|hunt"
      r"|track)\s+"
@@ -408,6 +424,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"^(?P<t>" + _THING + r")\s+(?:has|have|is|are)\s+(?:gone\s+)?(?:missing|disappeared|vanished|"
      r"walked\s+off|wandered\s+off)\b[^?]*?\bfind\s+(?:it|them)$", r"find \g<t>"),
     # "where did you last see the kite? After you've told me, check the dome": said in order
+    (r"(?<=[.?!])\s*(?:after|once|when)\s+you\s+(?:have\s+)?(?:told\s+me|tell\s+me|answered(?:\s+th"
+     r"at)?|answer|said|replied)\s*,?\s*", " "),
     (r"(?<=[.?!])\s*(?:after|once|when)\s+you\s+have\s+(?:told\s+me|answered(?:\s+that)?|said|rep"
      r"lied)\s*,?\s*", " "),
     # "see if the kite is in the orrery? Have a proper look round": how to look
@@ -418,6 +436,12 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
 #: rows read after :data:`PHRASES` that need the map's own place names (``{P}``: one place,
 #: "the" optional), so a place is never taken to run on into the next word
 MAP_PHRASES: tuple[tuple[str, str], ...] = (
+    (r"\bcheck\s+(?:up\s+)?on\s+(?={P}\b)", "check "),  # "check on lemur island"
+    # "I'm waiting for you in the lobby, could you come over?": go there
+    (r"^(?:i\s+am|we\s+are)\s+(?:waiting|standing|sitting)\s+(?:for\s+you\s+)?(?:in|at|by)\s+(?P<p>{P"
+     r"})\b[^.?!]*?[,.;]\s*(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:come(?:\s+over|\s+h"
+     r"ere|\s+and\s+(?:find|join|meet)\s+(?:me|us))?|join\s+(?:me|us)|meet\s+(?:me|us)(?:\s+there)?)"
+     r"(?:\s+please)?\s*[.?!]?$", r"go to \g<p>"),
     (r"\bboth\s+(?={P}\s*,?\s+and\s)", ""),  # "avoid both the lab and the hall"
     (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s*,?\s+and\s+look\s+for\s+(?P<t>" + _THING
      + r")\s+in\s+it\b", r"look for \g<t> in \g<p>"),
@@ -443,6 +467,8 @@ MAP_PHRASES: tuple[tuple[str, str], ...] = (
      r".?!]*?\b(?:the|a|an|my|her|his|their|our|your)\s+(?P<n>{T})\b[^.?!]*[.!;]\s*(?P<r>(?:[^.?!]"
      r"*?\s)?)(?P<v>look\s+for|search\s+for|find|check\s+for|hunt\s+for)\s+(?:it|them)\b",
      r"\g<r>\g<v> the \g<n>"),
+    (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s+and\s+(?:look|search|hunt)\s+for\s+(?P<t>" + _THING
+     + r")" + _END, r"look for \g<t> in \g<p>"),
     # "avoid the atrium today": when is not where
     (r"\b(?P<p>{P})\s+(?:today|tonight|this\s+(?:morning|afternoon|evening|time)|for\s+now|for\s+t"
      r"he\s+moment|right\s+now|at\s+the\s+moment)\b", r"\g<p>"),
@@ -496,6 +522,15 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
         things = "|".join(re.escape(n) for n in sorted(
             [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True))
         t = re.sub(rf"\b(?:my|our|his|her|their)\s+(?=(?:{things})\b)", "the ", t, flags=re.I)
+    t = re.sub(r"\b(\w+s)'(?=\s)", r"\1", t)  # "the porters' lodge": the porters lodge
+    if waypoints:  # "the flamingo lagoon ... go to the lagoon": the one said in full
+        said_wp = [p.lower().replace("_", " ").split()
+                   for p in names_in(t, colours, waypoints, objects)[1]]
+        for words in said_wp:
+            for k in range(len(words) - 1, 0, -1):  # "the dressing room", then "the room"
+                if sum(w[-k:] == words[-k:] for w in said_wp) == 1:
+                    t = re.sub(r"\bthe\s+" + r"\s+".join(map(re.escape, words[-k:])) + r"\b",
+                               "the " + " ".join(words), t, flags=re.I)
     said = _bag(t, colours, waypoints, objects)
     rows = list(_COMPILED)
     if waypoints:

@@ -373,7 +373,7 @@ def request_leftover(text: str, colours: Sequence[str], waypoints: Sequence[str]
 # to the veranda while staying clear of the greenhouse" is not a corridor question (issue 28).
 _COMMON = """please now just right again kindly hey hi ok okay robot thanks thank you the a an
     some any my me i we us your it this that there here can could would will do does did you
-    tell say let know remind"""
+    tell say let know remind remember recall"""
 _TARGET = "block blocks cube cubes box boxes"
 _MOVE = "go drive navigate move head take bring lead get back over to into toward towards"
 _SEEN = """where which place room last most recently recent time was were is are see saw seen
