@@ -291,9 +291,10 @@ _AVOID = re.compile(
     r"cross|visit|pass)|without\s+(?:(?:passing|going|driving|travelling|traveling|cutting|taking)"
     r"(?:\s+(?:through|via|by|past|into|across))?|using|entering|crossing|visiting))"
     r"\s+(?P<x>.+)$", re.I)
-_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+(?:be"
+_BETWEEN = re.compile(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+(?:th"
+                      r"at\s+(?:links|joins|connects|runs\s+between|goes\s+from)\s+|(?:be"
                       r"tween|from|linking|joining|"
-                      r"connecting)\s+(?P<a>.+?)\s+"
+                      r"connecting)\s+)(?P<a>.+?)\s+"
                       r"(?:and|to)\s+(?P<b>.+)$", re.I)
 _PAIR = re.compile(r"^(?:the\s+)?(?P<a>.+?)(?:\s*-\s*to\s*-\s*|\s*[-/]\s*|\s+(?:to|and)\s+)(?P<b>.+"
                    r"?)\s+"
@@ -347,7 +348,8 @@ _LOOK_FOR = re.compile(r"^(?:look|search|check)\s+for\s+(?P<t>.+?)\s+(?:in|at|in
 CANNOT = re.compile(
     r"(?:^|[,;.]\s*|\b(?:and|then|but|also|to|first|please)\s+)(?P<v>pick\s+(?:\w+\s+){0,3}?up|grab"
     r"|"
-    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me|open|close|shut|lift|raise|lower|push|"
+    r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me(?!\s+(?:a|an|the|"
+    r"some)\s+(?:\w+\s+)?(?:rundown|update|report|summary|list|overview|run-down))|open|close|shut|lift|raise|lower|push|"
     r"pull|"
     r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|fill|refill|pour|empty|feed|water|"
     r"unlock|lock|turn\s+(?:on|off)|switch\s+"
@@ -422,6 +424,10 @@ def _unknown(ctx: _Ctx, phrase: str, what: str = "place") -> _Stop:
 
 def _place(ctx: _Ctx, phrase: str) -> str:
     p = phrase.strip()
+    wm = ctx.vocab[1]
+    if wm.dock and waypoint_of(p, wm.waypoint_ids) is None and re.fullmatch(
+            r"(?:the\s+)?(?:dock|charger|charging\s+station|docking\s+station)", p, re.I):
+        return wm.dock  # "the corridor between the dock and the cage": the dock's place
     if re.fullmatch(r"it", p, re.I) and ctx.place:  # "the corridor between it and the lab"
         return ctx.place
     if re.fullmatch(r"there|here", p, re.I):

@@ -34,7 +34,7 @@ CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\b(there|it|what|where|that|here)'s\b", r"\1 is"),
     (r"\byou're\b", "you are"), (r"\b([a-z]+)'s\s+(?=(?:in|at|inside|still|not|there|here)\b)",
                                  r"\1 is "), (r"\byou've\b", "you have"),
-    (r"\bi've\b", "i have"), (r"\bi'd\b", "i would"),
+    (r"\b(i|we|they)'ve\b", r"\1 have"), (r"\bi'd\b", "i would"),
     (r"\bi'm\b", "i am"), (r"\blet's\b", "let us"),
 )
 
@@ -85,8 +85,13 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"[.,;]\s*oh\s*,?\s*(?=and\b)", ", "),
     (r"[,;]\s*(?:it|they)\s+(?:is|are)\s+being\s+\w+(?=\s*(?:[.;!?]|$))", ""),
     # "stay out of the den, they're hosing it down": the reason, not a step
-    (r"[,;]\s*(?:they|people|someone|somebody|the\s+[a-z]+)(?:'re|'s|\s+are|\s+is)\s+[a-z]+ing(?:\s"
-     r"+(?:it|them|the\s+[a-z]+))?(?:\s+(?:down|out|up|over))?(?=\s*(?:[.;!?]|$))", ""),
+    (r"[,;]\s*(?:please\s*,?\s*)?(?:they|people|someone|somebody|the\s+[a-z]+)(?:'re|'s|\s+are|\s+is)"
+     r"\s+[a-z]+ing(?:\s+(?:it|them|the\s+[a-z]+))?(?:\s+(?:down|out|up|over))?(?:\s+in\s+there)?(?="
+     r"\s*(?:[.;!?]|$))", ""),
+    (r"[,;]\s*(?:it|they)(?:'s|'re|\s+is|\s+are)\s+(?:blocked|full|cluttered|piled\s+up|jammed)\s+wi"
+     r"th\s+[a-z]+(?:\s+[a-z]+)?(?=\s*(?:[.;!?]|$))", ""),
+    # "The line manager wants a quick tour: go to ...": what comes before the colon says why
+    (r"^(?![^:]*\b(?:avoid|not|never|if|unless)\b)[^:.!?]{0,60}:\s*(?=\S)", ""),
     (r"^you\s*(?:'re|\s+are)\s+(?:running|getting)\s+(?:a\s+bit\s+|pretty\s+|quite\s+)?low\s+on\s+(?:b"
      r"attery|charge|power)\s*[,;.]\s*(?:so\s+)?(?:(?:you\s+)?(?:had\s+)?(?:best|better)\s+)?(?=\S)",
      ""),
@@ -176,13 +181,16 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"[,\s]+(?:please|pls|plz|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+id"
      r"ea|"
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
-     r"get\s+a\s+chance)|if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
+     r"get\s+a\s+(?:chance|sec|second|minute|moment))|the\s+whole\s+time|at\s+all\s+times|"
+     r"if\s+you\s+(?:can|could|would|do\s+not\s+mind))" + _END, ""),
     (r"\s+(?:on\s+the\s+way|another\s+way|around\s+here|round\s+here|while\s+you\s+are\s+at\s+"
      r"it|real\s+quick|ahead\s+of\s+me|before\s+me|on\s+the\s+way\s+back|while\s+you\s+(?:do|are\s+"
      r"at\s+it)|while\s+doing\s+(?:so|it|that)|after\s+telling\s+me|after\s+you\s+(?:have\s+)?told"
      r"\s+me)" + _END, ""),
     (r"[,;]\s*or\s+else\b\s*,?", ", otherwise "),
     (r"\btrack\s+(it|them)\s+down\b", r"find \1"),
+    (r"^(?:give\s+me|i\s+(?:want|would\s+like|need))\s+(?:a|an|the)\s+(?:quick\s+|brief\s+|short\s+)?"
+     r"(?:rundown|run-down|update|report|summary|overview)\s+(?:of|on)\s+(?=what\b)", "tell me "),
     (r"[.!?]\s*(?:thanks|thank\s+you|cheers)(?:\s+(?:so|very)\s+much|\s+a\s+lot)?\s*[.!]?$", ""),
     (r"[,\s]+(?:as\s+far\s+as\s+you\s+(?:know|remember|can\s+tell)|from\s+(?:memory|what\s+you\s+(?:"
      r"have\s+)?seen))(?=\s*[?.!]?$)", ""),
@@ -381,10 +389,11 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
                                                                                            r":in|at"
                                                                                            r"|"
      r"inside)\s+(?P<p>" + _PLACE + r")" + _END, r"\1look for \g<t> in \g<p>"),
-    (r"^i\s+(?:have|had)\s+(?:lost(?:\s+track\s+of)?|misplaced|mislaid)\s+(?P<t>" + _THING
-     + r")(?:\s+(?:somewhere(?:\s+(?:in|around|on)\s+(?:the\s+)?[a-z]+)?|again))*\s*["
+    (r"^(?:i|we)\s+(?:have|had)\s+(?:lost(?:\s+track\s+of)?|misplaced|mislaid)\s+(?P<t>" + _THING
+     + r")(?:\s+(?:somewhere(?:\s+(?:in|around|on)\s+(?:the\s+)?[a-z]+(?:\s+[a-z]+)?)?|again))*\s*["
                                                                            r",;.]\s*"
-     r"(?:so\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|look\s+for|hunt"
+     r"(?:so\s+)?(?:please\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:find|locate|l"
+     r"ook\s+for|hunt"
      r"|track)\s+"
      r"(?:it|them)(?:\s+down)?(?:\s+(?:for\s+me|please))?\s*\??$", r"find \g<t>"),
     (r"\bwherever\b", "where"),
