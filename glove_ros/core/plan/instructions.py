@@ -411,6 +411,8 @@ def kind_options(phrase: str, waypoints: Sequence[str]) -> tuple[str, ...]:
                                   w[:-2] if w.endswith("es") else w)}
     opts = tuple(p for p in waypoints for words in [tuple(p.lower().replace("_", " ").split())]
                  if any(len(words) > len(k) and words[-len(k):] == k for k in kinds))
+    if len(opts) < 2 and head and w in ("room", "rooms", "area", "areas"):
+        return kind_options(" ".join(head), waypoints)  # "the study room": the studies
     return opts if len(opts) > 1 else ()
 
 

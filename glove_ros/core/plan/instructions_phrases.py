@@ -29,6 +29,9 @@ _DOCKING = "return to the charger"  # the grammar's dock request, naming no plac
 _THING = (r"(?:the|a|an|any|some|my)\s+[a-z][\w-]*(?:\s+(?!(?:and|then|but|or|in|at|is|are|still|th"
           r"ere|here|somewhere)\b)[a-z][\w-]*)?")
 
+#: what a user may add to a place's name ("the microfilm room" for "microfilm")
+_KIND_WORDS = ("room", "area", "section", "zone", "space")
+
 #: contractions the grammar reads spelled out
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\b(there|it|what|where|that|here)'s\b", r"\1 is"),
@@ -532,6 +535,14 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
             [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True))
         t = re.sub(rf"\b(?:my|our|his|her|their)\s+(?=(?:{things})\b)", "the ", t, flags=re.I)
     t = re.sub(r"\b(\w+s)'(?=\s)", r"\1", t)  # "the porters' lodge": the porters lodge
+    for p in waypoints:  # "the rare books room" for the place "rare_books": the place
+        words = p.replace("_", " ").split()
+        said_as = r"\s+".join(map(re.escape, words))
+        extra = [g for g in _KIND_WORDS if words[-1].lower() != g
+                 and not any(w.lower().replace("_", " ") == f"{' '.join(words)} {g}".lower()
+                             for w in waypoints)]
+        if extra:
+            t = re.sub(rf"\b({said_as})\s+(?:{'|'.join(extra)})\b", r"\1", t, flags=re.I)
     if waypoints:  # "the flamingo lagoon ... go to the lagoon": the one said in full
         said_wp = [p.lower().replace("_", " ").split()
                    for p in names_in(t, colours, waypoints, objects)[1]]
