@@ -58,8 +58,10 @@ def rig(tmp_path_factory):
 
 def _find_starts(rig: Rig, after: str) -> None:
     """'find the red block' (the task kind that needs the robot's position) starts its first
-    action within 2 s: it does not wait for a pose that a standing robot never sends. The
-    task is cancelled once it started."""
+    action within 5 s: it does not wait for a pose that a standing robot never sends (a
+    planner that waited would start after its ``pose_timeout``, 15 s, or not at all). The
+    bound was 2 s; a fresh-clone CI run on 2 loaded cores measured 2.5 s for the first task
+    after start-up (0.5-1 s alone). The task is cancelled once it started."""
     feedback: list = []
     t0 = time.monotonic()
     handle = send_task(rig, "find the red block", feedback)
@@ -78,7 +80,7 @@ def _find_starts(rig: Rig, after: str) -> None:
                 why = f"it ended without starting: {r.reason!r} ({r.answer})"
             raise AssertionError(f"'find the red block' {after} did not start ({why})"
                                  f"\n{rig.logs()}")
-        assert started - t0 <= 2.0, (
+        assert started - t0 <= 5.0, (
             f"'find the red block' {after} took {started - t0:.1f} s to start (its first "
             f"action): the planner waited for a pose; AMCL publishes amcl_pose only after "
             f"motion, latched (transient local)\n{rig.logs()}")
