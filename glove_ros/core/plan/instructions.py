@@ -304,7 +304,8 @@ _IF = re.compile(r"^(?:if|when|in\s+case)\s+(?P<b>.+)$", re.I)
 _UNLESS = re.compile(r"^unless\s+(?P<b>.+)$", re.I)
 # "the passage from atrium to veranda is off limits", "the lab is closed": a constraint
 _BARRED = re.compile(r"^(?P<x>(?!(?:is|are|whether)\b).+?)\s+(?:is|are)\s+(?:now\s+)?"
-                     r"(?:off[\s-]limits|out\s+of\s+bounds|(?:closed|shut|sealed|cordoned)(?:\s+off)?|"
+                     r"(?:off[\s-]limits|out\s+of\s+bounds|"
+                     r"(?:closed|shut|sealed|cordoned)(?:\s+off)?|"
                      r"being\s+[a-z]+ed|"
                      r"blocked|forbidden|"
                      r"not\s+allowed)(?:\s+(?:today|now|tonight|for\s+now|at\s+the\s+moment|right\s"
@@ -349,7 +350,8 @@ CANNOT = re.compile(
     r"(?:^|[,;.]\s*|\b(?:and|then|but|also|to|first|please)\s+)(?P<v>pick\s+(?:\w+\s+){0,3}?up|grab"
     r"|"
     r"fetch|bring|carry|deliver|hand\s+(?:me|over)|give\s+me(?!\s+(?:a|an|the|"
-    r"some)\s+(?:\w+\s+)?(?:rundown|update|report|summary|list|overview|run-down))|open|close|shut|lift|raise|lower|push|"
+    r"some)\s+(?:\w+\s+)?(?:rundown|update|report|summary|list|overview|run-down))|open|close|"
+    r"shut|lift|raise|lower|push|"
     r"pull|"
     r"throw|put|place|drop\s+off|clean|wash|wipe|tidy|cook|fill|refill|pour|empty|feed|water|"
     r"unlock|lock|turn\s+(?:on|off)|switch\s+"
@@ -416,6 +418,13 @@ def kind_options(phrase: str, waypoints: Sequence[str]) -> tuple[str, ...]:
     return opts if len(opts) > 1 else ()
 
 
+def _no_corridor(wm: WorldMap, a: str, b: str, why: str = "") -> str:
+    """Why a corridor a-b cannot be avoided or asked about: it is not on the map (the map's
+    corridors listed)."""
+    return (f"there is no corridor {a}-{b} (between {a} and {b}) {why}; corridors: "
+            + ", ".join(f"{p}-{q}" for p, q in wm.edges))
+
+
 def _unknown(ctx: _Ctx, phrase: str, what: str = "place") -> _Stop:
     opts = kind_options(phrase, ctx.vocab[1].waypoint_ids) if "place" in what else ()
     if opts:
@@ -461,15 +470,14 @@ def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
     two = re.match(r"^(?:the\s+)?(?:corridor|passage|link|connection|passageway|hallway)\s+"
                    r"(?:between|linking|joining|connecting)\s+(?P<k>(?:the\s+)?(?:two|both)\s+.+)$",
                    x, re.I)
-    if two and len(kind_options(two["k"], wm.waypoint_ids)) == 2:  # exactly two of that kind
-        x = "the corridor between {} and {}".format(*kind_options(two["k"], wm.waypoint_ids))
+    pair = kind_options(two["k"], wm.waypoint_ids) if two else ()
+    if len(pair) == 2:  # "the corridor between the two dressing rooms": exactly two of a kind
+        x = "the corridor between {} and {}".format(*pair)
     m = _BETWEEN.match(x) or _PAIR.match(x)
     if m:
         a, b = _place(ctx, m["a"]), _place(ctx, m["b"])
         if wm.length(a, b) is None:
-            raise _Stop(Refused(f"there is no corridor {a}-{b} (between {a} and {b}) to avoid; "
-                                "corridors: "
-                                + ", ".join(f"{p}-{q}" for p, q in wm.edges)))
+            raise _Stop(Refused(_no_corridor(wm, a, b, "to avoid")))
         return [], [_key(a, b)]
     m = _ONE.match(x)
     if m:
@@ -480,8 +488,8 @@ def _constraint(ctx: _Ctx, x: str) -> tuple[list[str], list[tuple[str, str]]]:
         return [], [_key(a, wm.neighbors(a)[0])]
     # "the oratory and the corridor between cloister and tannery": places and corridors
     lead = re.match(r"^(?P<w>.+?)(?:\s*,\s*|\s+(?:and|or|nor)\s+)(?:of\s+)?(?P<c>(?:the\s+)?(?:"
-                    r"corridor|passage)\s+(?:between|from)\s.+|(?:the\s+)?\S+\s*[-/]\s*\S+\s+(?:corridor|"
-                    r"passage))$", x, re.I)
+                    r"corridor|passage)\s+(?:between|from)\s.+|(?:the\s+)?\S+\s*[-/]\s*\S+\s+"
+                    r"(?:corridor|passage))$", x, re.I)
     if lead:
         w, _ = _constraint(ctx, lead["w"])
         return w, _constraint(ctx, lead["c"])[1]
@@ -801,9 +809,7 @@ def understand_instruction(text: str, colours: Sequence[str], world_map: WorldMa
             return Refused(str(exc))
         if req.intent == "corridor_status" and world_map.length(req.waypoint,
                                                                 req.waypoint2) is None:
-            return Refused(f"there is no corridor {req.waypoint}-{req.waypoint2} (between "
-                           f"{req.waypoint} and {req.waypoint2}) on the map; corridors: "
-                           + ", ".join(f"{p}-{q}" for p, q in world_map.edges))
+            return Refused(_no_corridor(world_map, req.waypoint, req.waypoint2, "on the map"))
         return Plan(Instruction((Step(req),), text=req.text, source=req.source), how)
     # what no grammar reads goes to the plan reader below, one-part texts too: its schema
     # holds every request and "cannot" (the single-request schema had no way to say that a
@@ -916,8 +922,8 @@ def check_plan(inst: Instruction, world_map: WorldMap, colours: Sequence[str] | 
             dst = step.place or (world_map.dock if r.intent == "dock" else "")
             why = f"step {n} ({step.describe()})"
             if r.intent == "corridor_status" and world_map.length(r.waypoint, r.waypoint2) is None:
-                return Refused(f"{why}: there is no corridor {r.waypoint}-{r.waypoint2} (between "
-                               f"{r.waypoint} and {r.waypoint2}) on the map")
+                gone = _no_corridor(world_map, r.waypoint, r.waypoint2, "on the map")
+                return Refused(f"{why}: {gone}")
             if not dst:
                 ends.add("" if r.intent in ("find", "go_to_last_seen") else pos)
                 continue

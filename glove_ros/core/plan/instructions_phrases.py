@@ -16,8 +16,10 @@ the same refusals as the user's own words would.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from glove_ros.core.plan.tasks import names_in
 
@@ -51,7 +53,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(\w+)ing_", r"\1"),
     (r"^(?:(?:your|the|my)\s+)?battery(?:'s|\s+is|\s+must\s+be|\s+should\s+be|\s+will\s+be)\s+(?:get"
      r"ting\s+|running\s+|looking\s+|almost\s+|"
-     r"nearly\s+)?(?:a\s+bit\s+|very\s+|quite\s+|pretty\s+)?(?:low|flat|empty|dying|dead)(?:\s+by\s+now)?\s*[,;.]\s*"
+     r"nearly\s+)?(?:a\s+bit\s+|very\s+|quite\s+|pretty\s+)?(?:low|flat|empty|dying|dead)(?:\s+by"
+     r"\s+now)?\s*[,;.]\s*"
      r"(?:so\s+)?(?:(?:you\s+)?(?:had\s+)?(?:best|better)\s+)?(?=\S)", ""),
     (r"\b(?:where|wherever)\s+(?P<t>" + _THING + r")\s+was\s+(?:spotted|seen|sighted|noticed)\s+(?:"
                                                  r"last|most\s+"
@@ -68,7 +71,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"well)|that\s+is\s+enough|good\s+(?:work|"
      r"job)|well\s+done|nice\s+(?:work|job)|great\s+(?:work|job))(?:\s+for\s+(?:today|now|the\s+"
      r"day|the\s+night|the\s+evening|tonight))?\s*[,;.!]\s*", ""),
-    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+(?:remember|have\s+seen))|as\s+far\s+as\s+you\s+(?:know|reme"
+    (r"^(?:(?:just\s+)?from\s+(?:memory|what\s+you\s+(?:remember|have\s+seen))|as\s+far\s+as\s+you"
+     r"\s+(?:know|reme"
      r"mber|can\s+tell)|off\s+the\s+top\s+of\s+your\s+"
      r"head|without\s+(?:looking|checking|going\s+there))\s*,\s*", ""),
     (r"^(?P<t>" + _THING + r")\s*[,;:]\s*where\s+did\s+you\s+(?:see|spot|notice)\s+(?:it|them)"
@@ -181,7 +185,8 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (_CLAUSE + r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|i\s+(?:need|want|would\s+"
      r"like)\s+(?:you\s+)?to\s+|you\s+(?:can|could|should|may)\s+(?:now\s+)?|go\s+ahead\s+and\s+"
      r"|be\s+so\s+kind\s+as\s+to\s+|(?:please\s+)?make\s+sure\s+(?:you|to)\s+)", r"\1"),
-    (r"[,\s]+(?:please|pls|plz|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|any\s+id"
+    (r"[,\s]+(?:please|pls|plz|thanks|thank\s+you|cheers|now|for\s+me|right\s+away|do\s+you\s+know|"
+     r"any\s+id"
      r"ea|"
      r"(?:would|will|could|can)\s+you(?:\s+please)?|when\s+you\s+(?:can|"
      r"get\s+a\s+(?:chance|sec|second|minute|moment))|the\s+whole\s+time|at\s+all\s+times|"
@@ -445,6 +450,14 @@ PHRASES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
      r"rough|careful|real|decent|full)\s+(?:look|search|hunt)(?:\s+(?:round|around|about))?$",
      r"\g<a>"),
 )
+# a first sentence that asks nothing (a story: "someone said the cellar smells"), up to a name
+_STORY = (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)"
+          r"\b)[^.?!]*?")
+# the story names a place ({P}) and ends; the request follows
+_STORY_PLACE = _STORY + r"\b(?P<p>{P})\b[^.?!]*[.!;]\s*"
+_GO_THERE = (r"(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|pop|nip|swing)\s+(?:over"
+             r"\s+)?there")
+
 #: rows read after :data:`PHRASES` that need the map's own place names (``{P}``: one place,
 #: "the" optional), so a place is never taken to run on into the next word
 MAP_PHRASES: tuple[tuple[str, str], ...] = (
@@ -470,14 +483,13 @@ MAP_PHRASES: tuple[tuple[str, str], ...] = (
     (r"^(?:[^?]*?\b)?(?P<t>" + _THING + r")\s+(?:has\s+|had\s+|may\s+have\s+|might\s+have\s+|must\s"
      r"+have\s+)?(?:wandered|went|gone|ran|run|walked|moved|headed|crawled|rolled|ended\s+up|got|sli"
      r"pped)\s+(?:off\s+|down\s+|up\s+|over\s+|back\s+)?(?:into|to|in|at|inside)\s+(?P<p>{P}|the\s+["
-     r"a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?=[\s,.;!?]|$)[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?)?(?:(?:look|search|ch"
-     r"eck|hunt)\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?\s*\??$",
+     r"a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?=[\s,.;!?]|$)[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?)?"
+     r"(?:(?:look|search|check|hunt)\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?\s*\??$",
      r"look for \g<t> in \g<p>"),
     # "she left her umbrella somewhere backstage. Look for it in the den": a story names the
     # thing, the request after it says "it" ({T}: a colour block or an object of the map)
-    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
-     r".?!]*?\b(?:the|a|an|my|her|his|their|our|your)\s+(?P<n>{T})\b[^.?!]*[.!;]\s*(?P<r>(?:[^.?!]"
-     r"*?\s)?)(?P<v>look\s+for|search\s+for|find|check\s+for|hunt\s+for)\s+(?:it|them)\b",
+    (_STORY + r"\b(?:the|a|an|my|her|his|their|our|your)\s+(?P<n>{T})\b[^.?!]*[.!;]\s*(?P<r>(?:"
+     r"[^.?!]*?\s)?)(?P<v>look\s+for|search\s+for|find|check\s+for|hunt\s+for)\s+(?:it|them)\b",
      r"\g<r>\g<v> the \g<n>"),
     (r"\b(?:go|drive|head)\s+to\s+(?P<p>{P})\s+and\s+(?:look|search|hunt)\s+for\s+(?P<t>" + _THING
      + r")" + _END, r"look for \g<t> in \g<p>"),
@@ -491,21 +503,17 @@ MAP_PHRASES: tuple[tuple[str, str], ...] = (
     # story says where; the request says what to do there
     (r"^(?:[^?]*?\b)?(?:left|put|dropped|stashed|stored|placed|parked|last\s+saw|saw)\s+(?P<t>"
      + _THING + r")\s+(?:somewhere\s+)?(?:(?:up|down|over|out|back)\s+)?(?:in|at|inside|around|near"
-     r"|by)\s+(?P<p>{P})\b[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?)?(?:(?:(?:look|search|check|hunt)"
-     r"\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?|(?:look|search|check)\s+(?:there|in\s+"
+     r"|by)\s+(?P<p>{P})\b[^?!]*?[,.;]\s*(?:so\s+)?(?:go\s+(?:and\s+)?)?(?:(?:(?:look|search|check|"
+     r"hunt)\s+for|find)\s+(?:it|them)(?:\s+(?:there|in\s+there))?|(?:look|search|check)\s+(?:there|"
+     r"in\s+"
      r"there)\s+for\s+(?:it|them))\s*\??$",
      r"look for \g<t> in \g<p>"),
     # "I'm meeting someone at the ski school. Can you make your way there?": the story's place
-    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
-     r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|"
-     r"pop|nip|swing)\s+(?:over\s+)?there\s+and\s+(?:have|take)\s+a\s+(?:quick\s+)?look(?:\s+around|"
-     r"\s+round)?", r"check \g<p>"),
-    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
-     r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:che"
-     r"ck|inspect|look\s+at)\s+(?:it|that)(?:\s+out)?(?:\s+please)?\s*[.?!]?$", r"check \g<p>"),
-    (r"^(?![^.?!]*\b(?:go|find|check|look|search|drive|head|visit|inspect|avoid|return|dock)\b)[^"
-     r".?!]*?\b(?P<p>{P})\b[^.?!]*[.!;]\s*(?:[^.?!]*?\b)?(?:make\s+your\s+way|go|head|drive|get|come|"
-     r"pop|nip|swing)\s+(?:over\s+)?there\b", r"go to \g<p>"),
+    (_STORY_PLACE + _GO_THERE + r"\s+and\s+(?:have|take)\s+a\s+(?:quick\s+)?look(?:\s+around|\s+ro"
+     r"und)?", r"check \g<p>"),
+    (_STORY_PLACE + r"(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:check|inspect|look\s+"
+     r"at)\s+(?:it|that)(?:\s+out)?(?:\s+please)?\s*[.?!]?$", r"check \g<p>"),
+    (_STORY_PLACE + _GO_THERE + r"\b", r"go to \g<p>"),
 )
 _COMPILED = tuple((re.compile(p, re.I), r) for p, r in PHRASES)
 _CONTRACTED = tuple((re.compile(p, re.I), r) for p, r in CONTRACTIONS)
@@ -515,6 +523,20 @@ def _bag(text: str, colours: Sequence[str], waypoints: Sequence[str],
          objects: Sequence[str]) -> list[str]:
     """The names ``text`` says, sorted (a rewrite may reorder steps, never change a name)."""
     return sorted(n for names in names_in(text, colours, waypoints, objects) for n in names)
+
+
+@functools.lru_cache(maxsize=16)
+def _map_rows(alts: str, things: str) -> tuple[tuple[re.Pattern[str], Any], ...]:
+    """:data:`PHRASES` with a generic place also matching the map's own names (``alts``: a place
+    of three words is one place), then :data:`MAP_PHRASES` on those names and ``things``;
+    compiled once per map and vocabulary, not once per instruction."""
+    place = rf"(?:the\s+)?(?:{alts})"
+    either = rf"(?:the\s+)?(?:{alts}|[a-z][\w-]*(?:\s+[a-z][\w-]*)?)"
+    rows = [(re.compile(p.replace(_PLACE, either), re.I), r) if _PLACE in p else c
+            for (p, r), c in zip(PHRASES, _COMPILED, strict=True)]
+    rows += [(re.compile(p.replace("{P}", place).replace("{T}", f"(?:{things or '(?!)'})"), re.I),
+              r) for p, r in MAP_PHRASES]
+    return tuple(rows)
 
 
 def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
@@ -530,9 +552,9 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
         t = re.sub(rf"(?<!\bcheck )(?<!\bchecking )(?<!\bup )\b(?:on|onto)\s+"
                    rf"(?=(?:the\s+)?(?:{alts})\b)",
                    "in ", t, flags=re.I)  # "check on the lab" / "check up on" keep their "on"
-    if objects or colours:  # "is my handbag in the den?": whose it is does not change where
-        things = "|".join(re.escape(n) for n in sorted(
-            [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True))
+    things = "|".join(re.escape(n) for n in sorted(  # every thing by name, longest first
+        [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True))
+    if things:  # "is my handbag in the den?": whose it is does not change where
         t = re.sub(rf"\b(?:my|our|his|her|their)\s+(?=(?:{things})\b)", "the ", t, flags=re.I)
     t = re.sub(r"\b(\w+s)'(?=\s)", r"\1", t)  # "the porters' lodge": the porters lodge
     for p in waypoints:  # "the rare books room" for the place "rare_books": the place
@@ -552,17 +574,7 @@ def canonical(text: str, colours: Sequence[str], waypoints: Sequence[str],
                     t = re.sub(r"\bthe\s+" + r"\s+".join(map(re.escape, words[-k:])) + r"\b",
                                "the " + " ".join(words), t, flags=re.I)
     said = _bag(t, colours, waypoints, objects)
-    rows = list(_COMPILED)
-    if waypoints:
-        place = rf"(?:the\s+)?(?:{alts})"
-        either = rf"(?:the\s+)?(?:{alts}|[a-z][\w-]*(?:\s+[a-z][\w-]*)?)"
-        rows = [(re.compile(p.replace(_PLACE, either), re.I), r) if _PLACE in p else c
-                for (p, r), c in zip(PHRASES, _COMPILED, strict=True)]
-        things = "|".join(re.escape(n) for n in sorted(
-            [*objects, *(f"{c} block" for c in colours)], key=len, reverse=True)) or "(?!)"
-        rows += [(re.compile(p.replace("{P}", place).replace("{T}", f"(?:{things})"), re.I), r)
-                 for p, r in MAP_PHRASES]
-    for rx, to in rows:
+    for rx, to in _map_rows(alts, things) if waypoints else _COMPILED:
         new = " ".join(rx.sub(to, t).split()).strip(" ,;.!")
         if new != t and _bag(new, colours, waypoints, objects) == said:
             t = new
