@@ -462,6 +462,17 @@ def watch_main(args: argparse.Namespace) -> int:
         for msg_type, topic, cb in subs:  # verifier_status is latched (the last value)
             qos = latched_qos() if topic == "verifier_status" else 100
             s.node.create_subscription(msg_type, topic, cb, qos)
+        # "listening" only once discovery has settled: the topics that have a publisher stop
+        # growing for 1 s (at most 5 s). A message published before a subscription matched
+        # its publisher is lost (volatile QoS): the first task's outcome was, on a loaded CI
+        seen, settled, give_up = -1, time.monotonic(), time.monotonic() + 5.0
+        while not s.stop.is_set() and time.monotonic() < give_up:
+            n = sum(s.node.count_publishers(t) > 0 for _, t, _ in subs)  # expands t itself
+            if n != seen:
+                seen, settled = n, time.monotonic()
+            elif n and time.monotonic() - settled >= 1.0:
+                break
+            s.sleep(0.1)
         print(f"[watch] listening on {', '.join(t for _, t, _ in subs)}"
               f"{' in ' + args.namespace if args.namespace else ''}; Ctrl-C to stop",
               file=sys.stderr, flush=True)
