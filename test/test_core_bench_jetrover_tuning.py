@@ -89,6 +89,16 @@ def test_load_params_checks_world_config_and_baselines(tmp_path):
     assert load_params(path, "w", {**_CFG, "seed": 7, "believed_order": "latest"}, ["RecentK"])
     with pytest.raises(ValueError, match="believed_order"):
         load_params(path, "w", {**_CFG, "seed": 7}, ["RecentK"])
+    # and settings tuned under one frame in three fit only runs under that look rule
+    one_in_three = {"frames": 3, "min_count": 1}
+    for d in latest:
+        d["config"]["look_rule"] = one_in_three
+    path.write_text(json.dumps(tune_from_docs(latest)))
+    late = {**_CFG, "seed": 7, "believed_order": "latest"}
+    assert load_params(path, "w", {**late, "look_rule": one_in_three}, ["RecentK"])
+    with pytest.raises(ValueError, match="look_rule"):
+        load_params(path, "w", {**late, "look_rule": {"frames": 3, "min_count": 2}},
+                    ["RecentK"])
     path.write_text("{}")
     with pytest.raises(ValueError, match="is not a"):
         load_params(path, "w", {**_CFG, "seed": 7}, ["RecentK"])

@@ -43,7 +43,7 @@ FORMAT = "glove_ros.jetrover.baseline_params/1"
 #: Config keys that must agree between the tuning runs and the report run (a setting tuned
 #: under another look rule or perception is not the same opponent).
 CONFIG_KEYS = ("episodes", "max_steps", "look_frames", "task_start", "perception", "detector",
-               "frame_size", "believed_order")
+               "frame_size", "believed_order", "look_rule")
 
 _SELECTION = ("per baseline, the setting with the most successes after the first drift "
               "summed over the tuning seeds, then the fewest steps after the first drift "

@@ -92,8 +92,8 @@ class _Proc:
 _NODE_VERIFIER_KEYS = ("mode", "epsilon", "p_th", "delta", "k_modes", "rule", "radius",
                        "never_probe", "max_probe_budget", "evidence_threshold",
                        "negative_outcomes", "recheck_on_dissonance", "stale_negative_after",
-                       "detector", "alarm_delta", "min_miss_rate", "noise_prior_rate",
-                       "noise_prior_weight", "unique_objects", "object_action",
+                       "detector", "alarm_delta", "min_miss_rate", "min_extra_rate",
+                       "noise_prior_rate", "noise_prior_weight", "unique_objects", "object_action",
                        "symmetric_actions", "stale_negative_recheck", "structured_noise",
                        "recheck_volatile_first")
 

@@ -119,6 +119,8 @@ PARAMS = (
           "exceeds 1/alarm_delta"),
     Param("verifier.min_miss_rate", 0.02, "bayes detector: a missed object is never taken as "
           "less likely than this"),
+    Param("verifier.min_extra_rate", 0.02, "bayes detector: an object class memory has never "
+          "held, reported where memory shows none, is never taken as less likely than this"),
     Param("verifier.noise_prior_rate", 0.05, "bayes detector: prior observation-noise rate"),
     Param("verifier.noise_prior_weight", 5.0, "bayes detector: the prior's weight in samples"),
     Param("verifier.unique_objects", [""], "objects that exist once (e.g. block colours): seen "

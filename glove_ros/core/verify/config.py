@@ -87,6 +87,11 @@ class VerifierConfig:
     bayes test estimates online per action kind (a rate, and its weight in pseudo-samples).
     ``min_miss_rate``: the bayes test never takes a missed object (an ``object_action``
     outcome that only lacks objects memory shows) as less likely than this.
+    ``min_extra_rate``: nor a class that memory has never held (no remembered look showed
+    it anywhere) reported where memory shows none as less likely than this: a detector's
+    rare confusions are a long tail of classes, each seen about once, so a class never seen
+    before has no tally of its own to say how rare it is (a class memory holds somewhere
+    keeps its learnt false-detection rate).
     With the bayes detector an async re-verification also needs as many fresh samples as
     it takes for the action's noise to be ruled out (eta^k <= alarm_delta; 1 in a
     deterministic world, 3 with 10% missed detections).
@@ -127,6 +132,7 @@ class VerifierConfig:
     detector: str = "bayes"
     alarm_delta: float = 0.005
     min_miss_rate: float = 0.02
+    min_extra_rate: float = 0.02
     noise_prior_rate: float = 0.05
     noise_prior_weight: float = 5.0
     unique_objects: tuple[str, ...] = ()
@@ -204,6 +210,9 @@ class VerifierConfig:
             raise ValueError(f"alarm_delta must be in (0, 0.5), got {self.alarm_delta!r}")
         if not is_num(self.min_miss_rate) or not 0 < self.min_miss_rate < 0.5:
             raise ValueError(f"min_miss_rate must be in (0, 0.5), got {self.min_miss_rate!r}")
+        if not is_num(self.min_extra_rate) or not 0 < self.min_extra_rate < 0.5:
+            raise ValueError(
+                f"min_extra_rate must be in (0, 0.5), got {self.min_extra_rate!r}")
         if not is_num(self.noise_prior_rate) or not 0 < self.noise_prior_rate < 0.5:
             raise ValueError(
                 f"noise_prior_rate must be in (0, 0.5), got {self.noise_prior_rate!r}")
@@ -253,7 +262,7 @@ class VerifierConfig:
                 values[name] = tuple(v)
         for name in ("epsilon", "delta", "radius", "probe_epsilon", "negative_reward_at_most",
                      "alarm_delta", "noise_prior_rate", "noise_prior_weight",
-                     "min_miss_rate"):
+                     "min_miss_rate", "min_extra_rate"):
             v = values.get(name)
             if isinstance(v, int) and not isinstance(v, bool):
                 values[name] = float(v)

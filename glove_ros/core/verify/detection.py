@@ -294,6 +294,19 @@ class NoiseEstimate:
         eta = (d + base * self.prior_weight) / (m + self.prior_weight)
         return min(0.45, max(1e-4, eta))
 
+    def novelty_rate(self, kind: str) -> float:
+        """Rate per comparison at which ``kind``'s tally met a class for the first time: the
+        number of classes with a disagreement of their own (each was new once) over the
+        kind's comparisons, shrunk toward the kind's :meth:`rate` with the prior's weight;
+        clipped to (1e-4, 0.45). A detector's rare confusions are a long tail of classes, each
+        seen about once: one class's own tally says little about the next unseen one, the
+        tail's size does (a Good-Turing style estimate of "something new shows up")."""
+        head = kind + CLASS_MARK
+        firsts = sum(1 for k, c in self.counts.items() if k.startswith(head) and c[1] > 0)
+        m = self.counts.get(kind, (0, 0))[0]
+        eta = (firsts + self.rate(kind) * self.prior_weight) / (m + self.prior_weight)
+        return min(0.45, max(1e-4, eta))
+
     def class_rates(self, kind: str) -> dict[str, float]:
         """Every class with a tally of ``kind``, with its :meth:`class_rate` (``:other``
         kinds over the kind's comparisons)."""

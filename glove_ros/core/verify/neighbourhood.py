@@ -191,7 +191,14 @@ class OutcomeStatistics(VerifierState):
         def loss(name: str) -> float:
             return max(noise.class_rate(f"{action}:loss", name), floor)
 
+        # a class memory has never held (no miss tally: no remembered look showed it) is the
+        # detector's long tail until shown otherwise: its false-detection rate is at least
+        # the rate at which new classes show up, and never below min_extra_rate
+        novel = max(noise.novelty_rate(f"{action}:other"), self.config.min_extra_rate)
+
         def extra(name: str) -> float:
-            return noise.class_rate(f"{action}:other", name, own_comparisons=False)
+            rate = noise.class_rate(f"{action}:other", name, own_comparisons=False)
+            held = class_key(f"{action}:loss", {name}) in noise.counts
+            return rate if held else max(rate, novel)
 
         return {"class_loss": loss, "class_extra": extra}
