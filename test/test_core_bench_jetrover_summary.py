@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from glove_ros.benchmarks.jetrover_summary import main, summarize
+from glove_ros.benchmarks.jetrover_summary import format_table, main, summarize
 
 
 def _mode(tasks, ok, steps, stale=0, fa=0, looks=100):
@@ -81,3 +81,17 @@ def test_steps_and_stale_goals_after_the_first_drift_are_broken_down_by_target()
         "person": {"tasks": 2, "steps": 6, "stale_goals": 0}}
     assert "by_target" not in doc["modes"]["static"]  # no episodes in the run: nothing made up
     assert doc["best_retest_summed"] == "Rule+retest"
+
+
+def test_runs_of_glove_alone_sum_too():
+    """An ablation or the oracle's perception runs GLOVE async alone (no static, no
+    baselines): the summary has no best baseline and the text says so; nothing crashes."""
+    alone = [{"world": "w", "config": {"seed": s, "look_frames": 3},
+              "modes": {"async": _mode(10, 10, 5.0 + s, fa=s)}} for s in (1, 2)]
+    doc = summarize(alone)
+    assert doc["best_baseline_summed"] is None and doc["best_retest_summed"] is None
+    assert doc["modes"]["async"]["steps_per_task"] == 6.5
+    assert doc["modes"]["async"]["false_alarms"] == 3
+    text = format_table(doc)
+    assert "best baseline over the runs (most successes, then fewest steps): none run" in text
+    assert "1: async 6.00; 2: async 7.00" in text

@@ -84,12 +84,11 @@ def summarize(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             table[name]["by_target"] = dict(sorted(targets[name].items()))
     baselines = [n for n in table if n not in ("async", "sync", "static", "oracle")]
     bare = [n for n in baselines if not n.endswith("+retest")]
-    top = max(table[n]["successes"] for n in bare)
-    best = min((n for n in bare if table[n]["successes"] == top),
-               key=lambda n: table[n]["steps_per_task"])
+    best = min(bare, key=lambda n: (-table[n]["successes"], table[n]["steps_per_task"]),
+               default=None)
     retest = [n for n in baselines if n.endswith("+retest")]
     best_retest = min(retest, key=lambda n: (-table[n]["successes"],
-                                             table[n]["steps_per_task"])) if retest else None
+                                             table[n]["steps_per_task"]), default=None)
     return {"benchmark": "jetrover_summary", "world": docs[0]["world"], "seeds": seeds,
             "config": {k: v for k, v in docs[0]["config"].items() if k != "seed"},
             "baseline_tuning": docs[0].get("baseline_tuning"), "modes": table,
@@ -112,13 +111,13 @@ def format_table(doc: dict[str, Any]) -> str:
                    f"{m['steps_vs_glove_async']:>7.3f}x {m['stale_goals']:>5} "
                    f"{m['false_alarms']:>3} {m['looks']:>5} {fa:>20}")
     out.append(f"best baseline over the runs (most successes, then fewest steps): "
-               f"{doc['best_baseline_summed']}")
+               f"{doc['best_baseline_summed'] or 'none run'}")
+    cols = [n for n in ("async", "static", doc["best_baseline_summed"]) if n in doc["modes"]]
     out.append("per seed, steps per task after drift: " + "; ".join(
-        f"{r['seed']}: async {r['async']:.2f}, static {r['static']:.2f}, "
-        f"{doc['best_baseline_summed']} {r[doc['best_baseline_summed']]:.2f}"
+        f"{r['seed']}: " + ", ".join(f"{n} {r[n]:.2f}" for n in cols if n in r)
         for r in doc["per_seed"]))
     shown = [n for n in ("async", "static", doc["best_baseline_summed"],
-                         doc.get("best_retest_summed")) if n and "by_target" in doc["modes"][n]]
+                         doc.get("best_retest_summed")) if "by_target" in doc["modes"].get(n or "", {})]
     if shown:
         out.append("after the first drift, by target (tasks, steps, stale goals): " + "; ".join(
             f"{n}: " + ", ".join(f"{t} {v['tasks']}/{v['steps']}/{v['stale_goals']}"
