@@ -220,3 +220,10 @@ def test_a_never_seen_class_beside_a_remembered_cup_is_not_drift(store, tmp_path
               for _ in range(4 if tail else 2)]
     assert any(a is not None for a in alerts), alerts
     bare_store.close()
+
+
+@pytest.mark.parametrize("bad", [0, 0.5, -0.1, float("nan"), "0.02", True])
+def test_min_extra_rate_out_of_range_is_refused_with_its_name(bad):
+    with pytest.raises(ValueError, match="min_extra_rate must be in"):
+        VerifierConfig(min_extra_rate=bad).validate()
+    assert VerifierConfig.from_dict({"min_extra_rate": 0.05}).min_extra_rate == 0.05
