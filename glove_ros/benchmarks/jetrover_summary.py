@@ -117,7 +117,8 @@ def format_table(doc: dict[str, Any]) -> str:
         f"{r['seed']}: " + ", ".join(f"{n} {r[n]:.2f}" for n in cols if n in r)
         for r in doc["per_seed"]))
     shown = [n for n in ("async", "static", doc["best_baseline_summed"],
-                         doc.get("best_retest_summed")) if "by_target" in doc["modes"].get(n or "", {})]
+                         doc.get("best_retest_summed"))
+             if "by_target" in doc["modes"].get(n or "", {})]
     if shown:
         out.append("after the first drift, by target (tasks, steps, stale goals): " + "; ".join(
             f"{n}: " + ", ".join(f"{t} {v['tasks']}/{v['steps']}/{v['stale_goals']}"
