@@ -23,6 +23,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -285,9 +286,15 @@ def test_sim_launch_file_runs_and_stops_cleanly(tmp_path, monkeypatch):
                 codes[name] = p.wait(10)
         for log in logs:
             log.close()
-    assert codes == dict.fromkeys(procs, 0), (codes, log_text())
+    slow = {n: (tmp_path / f"{n}.log").read_text(errors="replace") for n in procs
+            if "after the stop signal" in (tmp_path / f"{n}.log").read_text(errors="replace")}
+    assert codes == dict.fromkeys(procs, 0), (codes, slow or log_text())
     assert not [pid for pid in seen if _alive(pid)], "processes left behind"
     assert "Traceback" not in log_text()
+    if slow:  # stopped by the stop watchdog (nodes/common.py): say what held it, loudly
+        warnings.warn(f"nodes ended by the stop watchdog: {sorted(slow)}\n"
+                      + "\n".join(f"--- {n}\n{t[-6000:]}" for n, t in slow.items()),
+                      stacklevel=1)
 
 
 def _running(procs: dict[str, subprocess.Popen], logs) -> bool:

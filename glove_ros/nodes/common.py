@@ -6,8 +6,12 @@ parameter handling identical (STYLE.md, "Node anatomy").
 
 from __future__ import annotations
 
+import faulthandler
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +149,8 @@ def run(
     """
     stop = threading.Event()
     previous = _on_stop_signals(stop)
+    threading.Thread(target=stop_watchdog, args=(stop,), name="stop_watchdog",
+                     daemon=True).start()
     try:
         from rclpy.signals import SignalHandlerOptions
 
@@ -181,6 +187,32 @@ def run(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return code
+
+
+#: Seconds a node may take to exit after SIGINT / SIGTERM before :func:`stop_watchdog`
+#: ends it: teardown waits up to 5 s for running callbacks, and ``ros2 launch`` escalates to
+#: SIGKILL 10 s after its SIGINT, so the stacks are written before that.
+STOP_GRACE_S = 8.0
+
+
+def stop_watchdog(stop: threading.Event, grace: float = STOP_GRACE_S,
+                  exit_now: Callable[[int], Any] = os._exit) -> None:
+    """Daemon thread of :func:`run`: once ``stop`` is set, give the process ``grace``
+    seconds to exit; if it is still alive (a callback, a thread or rcl teardown that does
+    not return), write every thread's stack to stderr (the node's log) with a line saying
+    so, and exit with code 0: the stop was asked for, and a robot's launch must not wait on
+    one node. The stacks say what held it."""
+    stop.wait()
+    time.sleep(grace)
+    sys.stderr.write(f"[glove_ros] still running {grace:.0f} s after the stop signal: "
+                     "the stacks of every thread follow, then the process exits\n")
+    sys.stderr.flush()
+    try:
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # stderr without a file descriptor
+        pass
+    sys.stderr.flush()
+    exit_now(0)
 
 
 def _on_stop_signals(stop: threading.Event) -> dict[int, Any]:

@@ -1,0 +1,89 @@
+"""A node stops after SIGINT / SIGTERM even when something in it does not return
+(glove_ros.nodes.common.run and its stop_watchdog).
+
+What must hold: a node process whose callback never returns still exits, with code 0,
+within the watchdog's grace after the signal (``ros2 launch`` would otherwise SIGKILL it
+and nobody would learn why), and its output names what held it: every thread's stack,
+the stuck callback among them. Before the signal the watchdog does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("rclpy")
+pytestmark = pytest.mark.ros
+
+
+def test_the_watchdog_waits_for_the_stop_then_dumps_every_stack_and_exits_0(capfd):
+    from glove_ros.nodes.common import stop_watchdog
+
+    stop, codes = threading.Event(), []
+    t = threading.Thread(target=stop_watchdog, args=(stop, 0.2, codes.append), daemon=True)
+    t.start()
+    time.sleep(0.5)
+    assert codes == [] and t.is_alive()  # no stop asked for: nothing happens
+    stop.set()
+    t.join(5)
+    assert codes == [0]
+    err = capfd.readouterr().err
+    assert "still running 0 s after the stop signal" in err
+    assert "stop_watchdog" in err  # the stacks of the threads, this one's included
+
+
+_STUCK_NODE = textwrap.dedent("""
+    import time
+    from rclpy.node import Node
+    from glove_ros.nodes.common import run
+
+    class Stuck(Node):
+        def __init__(self):
+            super().__init__("stuck_node_test")
+            self.create_timer(0.05, self.never_returns)
+            self.started = False
+
+        def never_returns(self):
+            if not self.started:
+                self.started = True
+                print("callback running", flush=True)
+                while True:
+                    time.sleep(0.1)
+
+    raise SystemExit(run(Stuck, lifecycle_autostart=False))
+""")
+
+
+def test_a_node_with_a_callback_that_never_returns_still_stops(tmp_path):
+    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+           "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "stuck.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", _STUCK_NODE], stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while "callback running" not in log.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.1)
+            assert "callback running" in log.read_text()
+            proc.send_signal(signal.SIGINT)
+            start = time.monotonic()
+            code = proc.wait(30)
+            took = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    text = log.read_text()
+    assert code == 0, text
+    assert 7 <= took < 20, (took, text)
+    assert "still running 8 s after the stop signal" in text
+    assert "never_returns" in text  # the stack of the callback that held the process
