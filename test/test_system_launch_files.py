@@ -286,8 +286,8 @@ def test_sim_launch_file_runs_and_stops_cleanly(tmp_path, monkeypatch):
                 codes[name] = p.wait(10)
         for log in logs:
             log.close()
-    slow = {n: (tmp_path / f"{n}.log").read_text(errors="replace") for n in procs
-            if "after the stop signal" in (tmp_path / f"{n}.log").read_text(errors="replace")}
+    texts = {n: (tmp_path / f"{n}.log").read_text(errors="replace") for n in procs}
+    slow = {n: t for n, t in texts.items() if "after the stop signal" in t}
     assert codes == dict.fromkeys(procs, 0), (codes, slow or log_text())
     assert not [pid for pid in seen if _alive(pid)], "processes left behind"
     assert "Traceback" not in log_text()

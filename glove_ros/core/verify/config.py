@@ -206,16 +206,10 @@ class VerifierConfig:
                 f"detector must be one of {', '.join(DETECTORS)} ('bayes': calibrated, "
                 f"'p_th': the paper's consecutive-surprise count), got {self.detector!r}"
             )
-        if not is_num(self.alarm_delta) or not 0 < self.alarm_delta < 0.5:
-            raise ValueError(f"alarm_delta must be in (0, 0.5), got {self.alarm_delta!r}")
-        if not is_num(self.min_miss_rate) or not 0 < self.min_miss_rate < 0.5:
-            raise ValueError(f"min_miss_rate must be in (0, 0.5), got {self.min_miss_rate!r}")
-        if not is_num(self.min_extra_rate) or not 0 < self.min_extra_rate < 0.5:
-            raise ValueError(
-                f"min_extra_rate must be in (0, 0.5), got {self.min_extra_rate!r}")
-        if not is_num(self.noise_prior_rate) or not 0 < self.noise_prior_rate < 0.5:
-            raise ValueError(
-                f"noise_prior_rate must be in (0, 0.5), got {self.noise_prior_rate!r}")
+        for name in ("alarm_delta", "min_miss_rate", "min_extra_rate", "noise_prior_rate"):
+            value = getattr(self, name)
+            if not is_num(value) or not 0 < value < 0.5:
+                raise ValueError(f"{name} must be in (0, 0.5), got {value!r}")
         if not is_num(self.noise_prior_weight) or self.noise_prior_weight <= 0:
             raise ValueError(
                 f"noise_prior_weight must be > 0 pseudo-samples, got {self.noise_prior_weight!r}")
