@@ -193,8 +193,12 @@ def answering_action_client(node: Any, action_type: Any, name: str,
     ``probe(attempt)`` -- a goal the server answers without acting (the planner's empty task,
     waypoint_nav's unknown waypoint) -- is sent until its goal response and its result both
     arrive, on a new client after each unanswered try. The caller checks the result.
+
+    The clients are :class:`SpinSafeActionClient`: a plain rclpy client destroyed while the
+    test node spins, just as its answer arrived, leaves the node's callback group busy for
+    good, and the node then runs nothing more (every later try unanswered, as CI once saw).
     """
-    from rclpy.action import ActionClient
+    from glove_ros.nodes.common import SpinSafeActionClient as ActionClient
 
     def arrived(future: Any) -> bool:
         end = time.monotonic() + wait

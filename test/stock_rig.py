@@ -125,7 +125,6 @@ def start(scratch: Path, speed: float = SPEED, client: str = "stock_jetrover_tes
     process is stopped on exit. ``scratch`` receives the site file, the database and logs."""
     from geometry_msgs.msg import PoseWithCovarianceStamped
     from nav_msgs.msg import Odometry
-    from rclpy.action import ActionClient
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import String, UInt16
 
@@ -133,6 +132,7 @@ def start(scratch: Path, speed: float = SPEED, client: str = "stock_jetrover_tes
     from glove_ros.action import RunTask
     from glove_ros.core.world.worldfile import load_world
     from glove_ros.msg import ConsolidationReport, TaskOutcome
+    from glove_ros.nodes.common import SpinSafeActionClient  # destroyed while spinning
     from glove_ros.srv import QueryMemory
 
     site = scratch / "my_site.yaml"
@@ -174,7 +174,7 @@ def start(scratch: Path, speed: float = SPEED, client: str = "stock_jetrover_tes
                 procs[spec.name] = NodeProcess(
                     spec.module, scratch, params, name=spec.name, env=env,
                     remaps=dict(graph.node_remaps(dep, spec, "", robot)))
-            r = Rig(procs, node, ActionClient(node, RunTask, "run_task"),
+            r = Rig(procs, node, SpinSafeActionClient(node, RunTask, "run_task"),
                     node.create_client(QueryMemory, "query_memory"),
                     Timed(node, String, "emulator/events"),
                     Collector(node, String, "emulator/route", latched),

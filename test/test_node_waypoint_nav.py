@@ -71,9 +71,8 @@ class FakeBase:
 @pytest.fixture(scope="module")
 def nav(tmp_path_factory):
     """(node process, test node, fake base, action client), shared by the module's tests."""
-    from rclpy.action import ActionClient
-
     from glove_ros.action import NavigateToWaypoint
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     log_dir = tmp_path_factory.mktemp("waypoint_nav")
     proc = NodeProcess("glove_ros.nodes.waypoint_nav_node", log_dir, {
@@ -82,7 +81,8 @@ def nav(tmp_path_factory):
     try:
         with ros_client("waypoint_nav_test") as node:
             base = FakeBase(node)
-            probe = ActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
+            # destroyed while the node spins: only a spin-safe client leaves the node running
+            probe = SpinSafeActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
             wait_for(lambda: probe.server_is_ready() or not proc.alive(), 20,
                      "navigate_to_waypoint server", proc.log)
             assert proc.alive(), proc.log()

@@ -292,7 +292,14 @@ class SpinSafeActionClient(ActionClient):
     since (and skips its entities) but adds it to the wait set all the same ("action client
     pointer is invalid"), and its spin thread dies. A destroyed client adds nothing and is
     never ready. A client the executor did enter is destroyed only once the executor lets
-    go of it (rclpy's ``destroy_when_not_in_use``), so it stays valid through that wait."""
+    go of it (rclpy's ``destroy_when_not_in_use``), so it stays valid through that wait.
+
+    A client destroyed after the wait found it ready (an answer or the server's latched
+    goal status had arrived) but before the executor took its data is taken as having
+    nothing: rclpy's executor marks the client's callback group busy before the take, and
+    a take that raises ("action client pointer is invalid") never marks it free again, so
+    every entity of that group -- by default the whole node's subscriptions, timers and
+    clients -- is never run again (CI saw a test node lose every action answer this way)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()
@@ -305,6 +312,16 @@ class SpinSafeActionClient(ActionClient):
 
     def is_ready(self, wait_set: Any) -> bool:
         return not self._destroyed and super().is_ready(wait_set)
+
+    def take_data(self) -> Any:
+        if self._destroyed:
+            return {}
+        try:
+            return super().take_data()
+        except Exception:
+            if self._destroyed:  # destroyed between the wait and this take
+                return {}
+            raise
 
     def destroy(self) -> None:
         self._destroyed = True  # before the handle goes: the executor checks it first
