@@ -299,12 +299,30 @@ class SpinSafeActionClient(ActionClient):
     nothing: rclpy's executor marks the client's callback group busy before the take, and
     a take that raises ("action client pointer is invalid") never marks it free again, so
     every entity of that group -- by default the whole node's subscriptions, timers and
-    clients -- is never run again (CI saw a test node lose every action answer this way)."""
+    clients -- is never run again (CI saw a test node lose every action answer this way).
+
+    A request (goal, cancel, result) may be sent from any thread while the executor spins:
+    rclpy before Kilted sends the request and only then registers it, so an answer taken in
+    between was dropped ("Ignoring unexpected goal response") and its future never done.
+    Here a request is sent and registered, and an answer taken, one at a time."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()
+        self._request_lock = threading.RLock()  # send + register vs. take (see above)
         self._destroyed = False
         super().__init__(*args, **kwargs)
+
+    def send_goal_async(self, *args: Any, **kwargs: Any) -> Any:
+        with self._request_lock:
+            return super().send_goal_async(*args, **kwargs)
+
+    def _cancel_goal_async(self, goal_handle: Any) -> Any:
+        with self._request_lock:
+            return super()._cancel_goal_async(goal_handle)
+
+    def _get_result_async(self, goal_handle: Any) -> Any:
+        with self._request_lock:
+            return super()._get_result_async(goal_handle)
 
     def add_to_wait_set(self, wait_set: Any) -> None:
         if not self._destroyed:
@@ -314,14 +332,15 @@ class SpinSafeActionClient(ActionClient):
         return not self._destroyed and super().is_ready(wait_set)
 
     def take_data(self) -> Any:
-        if self._destroyed:
-            return {}
-        try:
-            return super().take_data()
-        except Exception:
-            if self._destroyed:  # destroyed between the wait and this take
+        with self._request_lock:
+            if self._destroyed:
                 return {}
-            raise
+            try:
+                return super().take_data()
+            except Exception:
+                if self._destroyed:  # destroyed between the wait and this take
+                    return {}
+                raise
 
     def destroy(self) -> None:
         self._destroyed = True  # before the handle goes: the executor checks it first
