@@ -137,11 +137,11 @@ def test_docking_starts_a_run_and_undocking_cancels_it_cleanly(tmp_path):
 
 def test_consolidate_action_dry_run_commit_undo_and_fast_writes(tmp_path):
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
     from std_srvs.srv import Trigger
 
     from glove_ros.action import Consolidate
     from glove_ros.msg import TaskOutcome, Transition
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     db = tmp_path / "plan.db"
     _fill(str(db), 6)
@@ -149,7 +149,7 @@ def test_consolidate_action_dry_run_commit_undo_and_fast_writes(tmp_path):
     node_proc = NodeProcess(NODE, tmp_path, {"db_path": str(db), "every_k_episodes": 100})
     try:
         with ros_client() as node:
-            client = ActionClient(node, Consolidate, "consolidate")
+            client = SpinSafeActionClient(node, Consolidate, "consolidate")
             assert client.wait_for_server(timeout_sec=20), node_proc.log()
 
             def run_goal(goal):

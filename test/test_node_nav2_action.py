@@ -88,11 +88,11 @@ class Nav2Rig:
 def nav2(tmp_path_factory):
     """The waypoint_nav node driving the Nav2 stand-in, and the test's view of both."""
     from geometry_msgs.msg import PoseStamped
-    from rclpy.action import ActionClient
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
 
     from glove_ros.action import NavigateToWaypoint
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     env = _env_with(_build_standin())
     log_dir = tmp_path_factory.mktemp("nav2_action")
@@ -115,7 +115,7 @@ def nav2(tmp_path_factory):
             relayed = Collector(node, NavigateToWaypoint.Impl.FeedbackMessage,
                                 "navigate_to_waypoint/_action/feedback")
             goals = Collector(node, PoseStamped, "standin/goals")
-            client = ActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
+            client = SpinSafeActionClient(node, NavigateToWaypoint, "navigate_to_waypoint")
             wait_for(lambda: client.server_is_ready() or not proc.alive(), 30,
                      "navigate_to_waypoint server", logs)
             assert proc.alive(), logs()
@@ -285,9 +285,9 @@ def test_own_timeout_cancels_the_nav2_goal(nav2):
 
 def test_no_nav2_server_is_unreachable_not_blocked(nav2, tmp_path):
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
 
     from glove_ros.action import NavigateToWaypoint
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     node = nav2.node
     env = _env_with(_build_standin())
@@ -295,7 +295,7 @@ def test_no_nav2_server_is_unreachable_not_blocked(nav2, tmp_path):
         "world": "small", "nav2.server_timeout": 1.0}, name="lonely",
         remaps={"__ns": "/lonely"}, env=env)  # /lonely/navigate_to_pose has no server
     try:
-        client = ActionClient(node, NavigateToWaypoint, "/lonely/navigate_to_waypoint")
+        client = SpinSafeActionClient(node, NavigateToWaypoint, "/lonely/navigate_to_waypoint")
         wait_for(client.server_is_ready, 30, "lonely server", lonely.log)
         handle = _wait(client.send_goal_async(NavigateToWaypoint.Goal(waypoint="hall")), 10,
                        "goal response", lonely.log)

@@ -66,11 +66,11 @@ def graph(tmp_path):
 
 
 def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
-    from rclpy.action import ActionClient
     from std_msgs.msg import UInt32
 
     from glove_ros.action import RunTask
     from glove_ros.msg import DetectionArray, DissonanceAlert, TaskOutcome
+    from glove_ros.nodes.common import SpinSafeActionClient
     from glove_ros.srv import QueryMemory
 
     def logs():
@@ -82,7 +82,7 @@ def test_task_swap_detected_suppressed_and_task_succeeds_again(graph):
         node.create_subscription(TaskOutcome, "task_outcomes", outcomes.append, 10)
         node.create_subscription(DetectionArray, "detections", frames.append, 10)
         episode = node.create_publisher(UInt32, "episode_start", 10)
-        client = ActionClient(node, RunTask, "run_task")
+        client = SpinSafeActionClient(node, RunTask, "run_task")
         query = node.create_client(QueryMemory, "query_memory")
         assert client.wait_for_server(timeout_sec=60), logs()
         # episode_start is published once below: wait until this publisher itself has matched
@@ -165,9 +165,9 @@ def test_instructions_run_in_order_and_never_drive_what_they_avoid(graph):
     to room_a, don't use the corridor between hall and room_a" (its only corridor) is refused
     before anything moves, naming the corridor."""
     from geometry_msgs.msg import PoseStamped
-    from rclpy.action import ActionClient
 
     from glove_ros.action import RunTask
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     def logs():
         return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in graph)
@@ -191,7 +191,7 @@ def test_instructions_run_in_order_and_never_drive_what_they_avoid(graph):
     with ros_client("instructions") as node:
         node.create_subscription(PoseStamped, "pose", lambda m: poses.append(
             (m.pose.position.x, m.pose.position.y)), 100)
-        client = ActionClient(node, RunTask, "run_task")
+        client = SpinSafeActionClient(node, RunTask, "run_task")
         assert client.wait_for_server(timeout_sec=60), logs()
         wait_for(lambda: len(poses) > 0, 60, "the simulator's pose", logs)
 

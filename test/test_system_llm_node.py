@@ -136,10 +136,10 @@ def test_consolidation_uses_the_shared_model_and_releases_it_after_the_run(tmp_p
                                                                             model_path):
     """consolidator: llm with llm.service: the run's tool calls go to the llm node, which
     loads the model for them; when the run ends the consolidation node calls llm/release."""
-    from rclpy.action import ActionClient
     from test_node_consolidation import _fill, _snapshot
 
     from glove_ros.action import Consolidate
+    from glove_ros.nodes.common import SpinSafeActionClient
 
     db = str(tmp_path / "plan.db")
     _fill(db, 6)
@@ -152,7 +152,7 @@ def test_consolidation_uses_the_shared_model_and_releases_it_after_the_run(tmp_p
     logs = lambda: cons.log() + "\n--- llm ---\n" + llm.log()  # noqa: E731
     try:
         with ros_client("llm_consolidation_test") as node:
-            client = ActionClient(node, Consolidate, "consolidate")
+            client = SpinSafeActionClient(node, Consolidate, "consolidate")
             assert client.wait_for_server(timeout_sec=60), logs()
             wait_for(lambda: "llm/complete" in str(node.get_service_names_and_types()), 30,
                      "the llm node's service", logs)

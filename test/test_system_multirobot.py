@@ -113,15 +113,15 @@ def _params(node, fqn: str, names: list[str]) -> list:
 
 
 def test_two_namespaced_robots_keep_their_own_parameters_and_memories(two_robots):
-    from rclpy.action import ActionClient
     from rosgraph_msgs.msg import Clock
 
     from glove_ros.action import RunTask
+    from glove_ros.nodes.common import SpinSafeActionClient
     from glove_ros.srv import QueryMemory
 
     tmp_path, procs = two_robots
     with ros_client() as node:
-        clients = {ns: ActionClient(node, RunTask, f"/{ns}/run_task") for ns in ROBOTS}
+        clients = {ns: SpinSafeActionClient(node, RunTask, f"/{ns}/run_task") for ns in ROBOTS}
         queries = {ns: node.create_client(QueryMemory, f"/{ns}/query_memory") for ns in ROBOTS}
         for client in clients.values():
             assert client.wait_for_server(timeout_sec=90), _logs(tmp_path)

@@ -42,10 +42,9 @@ def graph(tmp_path):
 
 
 def test_find_the_cup_with_the_real_detector_and_memory_holds_the_class(graph):
-    from rclpy.action import ActionClient
-
     from glove_ros.action import RunTask
     from glove_ros.msg import DetectionArray
+    from glove_ros.nodes.common import SpinSafeActionClient
     from glove_ros.srv import QueryMemory
 
     def logs():
@@ -54,7 +53,7 @@ def test_find_the_cup_with_the_real_detector_and_memory_holds_the_class(graph):
     with ros_client() as node:
         frames = []
         node.create_subscription(DetectionArray, "detections", frames.append, 10)
-        client = ActionClient(node, RunTask, "run_task")
+        client = SpinSafeActionClient(node, RunTask, "run_task")
         query = node.create_client(QueryMemory, "query_memory")
         assert client.wait_for_server(timeout_sec=60), logs()
         wait_for(lambda: len(frames) > 0, 60, "perception output", logs)

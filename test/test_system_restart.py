@@ -51,12 +51,11 @@ def _run_task(client, text: str, task_id: str, timeout: float = 120.0, tries: in
 
 
 def test_kill9_and_restart_each_node_with_the_task_stream_continuing(tmp_path):
-    from rclpy.action import ActionClient
-
     from glove_ros.action import RunTask
     from glove_ros.core.world.sim import WorldState
     from glove_ros.core.world.worldfile import load_world
     from glove_ros.msg import DetectionArray, DissonanceAlert, TaskOutcome
+    from glove_ros.nodes.common import SpinSafeActionClient
     from glove_ros.paths import resolve_world
     from glove_ros.srv import QueryMemory
 
@@ -91,7 +90,7 @@ def test_kill9_and_restart_each_node_with_the_task_stream_continuing(tmp_path):
             node.create_subscription(DissonanceAlert, "dissonance", alerts.append, 10)
             node.create_subscription(TaskOutcome, "task_outcomes", outcomes.append, 10)
             node.create_subscription(DetectionArray, "detections", frames.append, 10)
-            client = ActionClient(node, RunTask, "run_task")
+            client = SpinSafeActionClient(node, RunTask, "run_task")
             query = node.create_client(QueryMemory, "query_memory")
             assert client.wait_for_server(timeout_sec=60), logs()
             wait_for(lambda: len(frames) > 0, 60, "perception output", logs)
