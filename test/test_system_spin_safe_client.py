@@ -41,6 +41,41 @@ def _spinning(node, ctx, threads: int):
         threading.excepthook = hook
 
 
+@contextlib.contextmanager
+def _served(name: str, threads: int):
+    """A RunTask server ``name`` that aborts every goal, on its own node and spinner, and a
+    client node spun as :func:`_spinning` does, in one fresh context; yields
+    (client node, exceptions raised in any thread meanwhile)."""
+    import rclpy
+    from rclpy.action import ActionServer
+    from rclpy.executors import MultiThreadedExecutor
+
+    from glove_ros.action import RunTask
+    from glove_ros.nodes.common import BackgroundSpinner
+
+    def execute(handle):
+        handle.abort()
+        return RunTask.Result(success=False, reason="invalid_task")
+
+    ctx = rclpy.context.Context()
+    rclpy.init(context=ctx)
+    server_node = rclpy.create_node(f"{name}_server", context=ctx)
+    node = rclpy.create_node(f"{name}_client", context=ctx)
+    server = ActionServer(server_node, RunTask, name, execute)
+    server_exec = MultiThreadedExecutor(2, context=ctx)
+    server_exec.add_node(server_node)
+    server_spinner = BackgroundSpinner(server_exec, period=0.01)
+    try:
+        with _spinning(node, ctx, threads) as (_spinner, errors):
+            yield node, errors
+    finally:
+        server_spinner.stop()
+        server.destroy()
+        node.destroy_node()
+        server_node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
 def test_a_client_created_while_spinning_has_its_lock_when_registered():
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
@@ -121,45 +156,20 @@ def _churn_answered_clients(client_cls, rounds: int, threads: int) -> tuple[bool
     default callback group still fires afterwards, and the exceptions raised meanwhile."""
     import time
 
-    import rclpy
-    from rclpy.action import ActionServer
-    from rclpy.executors import MultiThreadedExecutor
-
     from glove_ros.action import RunTask
-    from glove_ros.nodes.common import BackgroundSpinner
 
-    ctx = rclpy.context.Context()
-    rclpy.init(context=ctx)
-    server_node = rclpy.create_node("spin_safe_answer_server", context=ctx)
-    node = rclpy.create_node("spin_safe_answer_client", context=ctx)
-
-    def execute(handle):
-        handle.abort()
-        return RunTask.Result(success=False, reason="invalid_task")
-
-    server = ActionServer(server_node, RunTask, "run_task_churn", execute)
-    server_exec = MultiThreadedExecutor(2, context=ctx)
-    server_exec.add_node(server_node)
-    server_spinner = BackgroundSpinner(server_exec, period=0.01)
-    try:
-        with _spinning(node, ctx, threads) as (_spinner, errors):
-            for i in range(rounds):
-                client = client_cls(node, RunTask, "run_task_churn")
-                assert client.wait_for_server(timeout_sec=10), "run_task_churn server absent"
-                client.send_goal_async(RunTask.Goal(task="", task_id=f"churn{i}"))
-                time.sleep(0.001 * (i % 8))
-                client.destroy()
-            fired = threading.Event()
-            timer = node.create_timer(0.01, fired.set)
-            ran = fired.wait(5.0)
-            node.destroy_timer(timer)
-        return ran, errors
-    finally:
-        server_spinner.stop()
-        server.destroy()
-        node.destroy_node()
-        server_node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
+    with _served("run_task_churn", threads) as (node, errors):
+        for i in range(rounds):
+            client = client_cls(node, RunTask, "run_task_churn")
+            assert client.wait_for_server(timeout_sec=10), "run_task_churn server absent"
+            client.send_goal_async(RunTask.Goal(task="", task_id=f"churn{i}"))
+            time.sleep(0.001 * (i % 8))
+            client.destroy()
+        fired = threading.Event()
+        timer = node.create_timer(0.01, fired.set)
+        ran = fired.wait(5.0)
+        node.destroy_timer(timer)
+    return ran, errors
 
 
 @pytest.mark.filterwarnings("ignore:failed to send response:RuntimeWarning")  # to the gone
@@ -210,25 +220,11 @@ def _answer_in_the_window(client_cls, threads: int = 2) -> bool:
     registration (``_SlowSend``), is answered while another thread spins the client."""
     import time
 
-    import rclpy
-    from rclpy.action import ActionServer
-    from rclpy.executors import MultiThreadedExecutor
-
     from glove_ros.action import RunTask
-    from glove_ros.nodes.common import BackgroundSpinner
 
-    ctx = rclpy.context.Context()
-    rclpy.init(context=ctx)
-    server_node = rclpy.create_node("spin_safe_window_server", context=ctx)
-    node = rclpy.create_node("spin_safe_window_client", context=ctx)
-    server = ActionServer(server_node, RunTask, "run_task_window",
-                          lambda handle: (handle.abort(), RunTask.Result())[1])
-    server_exec = MultiThreadedExecutor(2, context=ctx)
-    server_exec.add_node(server_node)
-    server_spinner = BackgroundSpinner(server_exec, period=0.01)
-    client = client_cls(node, RunTask, "run_task_window")
-    try:
-        with _spinning(node, ctx, threads):
+    with _served("run_task_window", threads) as (node, _errors):
+        client = client_cls(node, RunTask, "run_task_window")
+        try:
             assert client.wait_for_server(timeout_sec=10), "run_task_window server absent"
             time.sleep(0.5)  # the server matched this client's answer reader
             client._client_handle = _SlowSend(client._client_handle)
@@ -237,13 +233,8 @@ def _answer_in_the_window(client_cls, threads: int = 2) -> bool:
             while not future.done() and time.monotonic() < end:
                 time.sleep(0.01)
             return future.done()
-    finally:
-        server_spinner.stop()
-        client.destroy()
-        server.destroy()
-        node.destroy_node()
-        server_node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
+        finally:
+            client.destroy()
 
 
 @pytest.mark.parametrize("threads", [1, 2])
