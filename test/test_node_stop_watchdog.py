@@ -4,7 +4,10 @@
 What must hold: a node process whose callback never returns still exits, with code 0,
 within the watchdog's grace after the signal (``ros2 launch`` would otherwise SIGKILL it
 and nobody would learn why), and its output names what held it: every thread's stack,
-the stuck callback among them. Before the signal the watchdog does nothing.
+the stuck callback among them. Before the signal the watchdog does nothing. SIGUSR1
+writes the stacks and the node goes on. A process in which a C call holds the
+interpreter (the GIL) for good, so that no Python thread runs, still exits after the
+stop: faulthandler's C timer writes the stacks and exits with code 1.
 """
 
 from __future__ import annotations
@@ -74,6 +77,10 @@ def test_a_node_with_a_callback_that_never_returns_still_stops(tmp_path):
                 assert proc.poll() is None, log.read_text()
                 time.sleep(0.1)
             assert "callback running" in log.read_text()
+            proc.send_signal(signal.SIGUSR1)  # stacks on demand; the node goes on
+            _wait_for_text(log, "never_returns", proc)
+            time.sleep(0.5)
+            assert proc.poll() is None, log.read_text()
             proc.send_signal(signal.SIGINT)
             start = time.monotonic()
             code = proc.wait(30)
@@ -87,3 +94,56 @@ def test_a_node_with_a_callback_that_never_returns_still_stops(tmp_path):
     assert 7 <= took < 20, (took, text)
     assert "still running 8 s after the stop signal" in text
     assert "never_returns" in text  # the stack of the callback that held the process
+
+
+def _wait_for_text(log, text: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+    assert text in log.read_text(), log.read_text()
+
+
+# destroy_node (the teardown after the stop) calls libc's sleep through ctypes.PyDLL, which
+# keeps the GIL: from then on no Python thread runs, the stop watchdog's included.
+_GIL_HELD_NODE = textwrap.dedent("""
+    import ctypes
+    from rclpy.node import Node
+    from glove_ros.nodes.common import run
+
+    class HoldsTheInterpreter(Node):
+        def __init__(self):
+            super().__init__("gil_held_node_test")
+            print("node up", flush=True)
+
+        def destroy_node(self):
+            print("holding the GIL", flush=True)
+            ctypes.PyDLL(None).sleep(3600)
+
+    raise SystemExit(run(HoldsTheInterpreter, lifecycle_autostart=False))
+""")
+
+
+def test_a_node_whose_teardown_holds_the_interpreter_still_stops(tmp_path):
+    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+           "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "gil.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", _GIL_HELD_NODE], stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+        try:
+            _wait_for_text(log, "node up", proc)
+            proc.send_signal(signal.SIGINT)
+            start = time.monotonic()
+            code = proc.wait(30)
+            took = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    text = log.read_text()
+    assert "holding the GIL" in text
+    assert code == 1, text  # the last resort's exit; the watchdog's 0 needs Python
+    assert 9 <= took < 20, (took, text)
+    assert "still running" not in text  # the Python watchdog could not run
+    assert "destroy_node" in text  # the stack of what held the process

@@ -281,14 +281,18 @@ def test_sim_launch_file_runs_and_stops_cleanly(tmp_path, monkeypatch):
         for name, p in procs.items():
             try:
                 codes[name] = p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # its stacks first (nodes/common.py: SIGUSR1)
+                p.send_signal(signal.SIGUSR1)
+                time.sleep(2)
                 p.kill()
                 codes[name] = p.wait(10)
         for log in logs:
             log.close()
     texts = {n: (tmp_path / f"{n}.log").read_text(errors="replace") for n in procs}
-    slow = {n: t for n, t in texts.items() if "after the stop signal" in t}
-    assert codes == dict.fromkeys(procs, 0), (codes, slow or log_text())
+    slow = {n: t for n, t in texts.items()
+            if "after the stop signal" in t or codes.get(n) != 0}
+    assert codes == dict.fromkeys(procs, 0), (
+        codes, "\n".join(f"--- {n}\n{t[-8000:]}" for n, t in slow.items()) or log_text())
     assert not [pid for pid in seen if _alive(pid)], "processes left behind"
     assert "Traceback" not in log_text()
     if slow:  # stopped by the stop watchdog (nodes/common.py): say what held it, loudly

@@ -151,6 +151,7 @@ def run(
     previous = _on_stop_signals(stop)
     threading.Thread(target=stop_watchdog, args=(stop,), name="stop_watchdog",
                      daemon=True).start()
+    _stacks_on_demand()
     try:
         from rclpy.signals import SignalHandlerOptions
 
@@ -215,12 +216,42 @@ def stop_watchdog(stop: threading.Event, grace: float = STOP_GRACE_S,
     exit_now(0)
 
 
+#: Seconds after :data:`STOP_GRACE_S` at which the interpreter-independent last resort of
+#: :func:`_on_stop_signals` ends a process that :func:`stop_watchdog` could not end.
+LAST_RESORT_S = 2.0
+
+
 def _on_stop_signals(stop: threading.Event) -> dict[int, Any]:
-    """Make SIGINT and SIGTERM set ``stop``; returns the previous handlers."""
+    """Make SIGINT and SIGTERM set ``stop``; returns the previous handlers.
+
+    The handler also arms faulthandler's timer, a C thread that needs no Python: a
+    process in which a C call holds the interpreter (the GIL) for good runs no Python
+    thread, so :func:`stop_watchdog` never wakes; the timer still writes every thread's
+    stack and exits with code 1, :data:`LAST_RESORT_S` after the watchdog's grace."""
     def handler(_signum: int, _frame: Any) -> None:
+        if not stop.is_set():
+            _arm(lambda: faulthandler.dump_traceback_later(
+                STOP_GRACE_S + LAST_RESORT_S, exit=True))
         stop.set()
 
     return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _stacks_on_demand() -> None:
+    """``kill -USR1 PID`` writes every thread's stack to the node's log and the node goes
+    on; the handler is faulthandler's, in C, so it works in a process no Python thread
+    can run in (a C call holding the GIL): what to send a node that does not answer."""
+    if hasattr(signal, "SIGUSR1"):
+        _arm(lambda: faulthandler.register(signal.SIGUSR1, all_threads=True))
+
+
+def _arm(call: Callable[[], Any]) -> None:
+    """Run a faulthandler set-up; skipped where stderr has no file descriptor (a node
+    run inside a test that captures output)."""
+    try:
+        call()
+    except (AttributeError, ValueError, OSError, RuntimeError):
+        pass
 
 
 def _teardown(node: Node | None, executor: Any, timeout: float = 5.0) -> None:
