@@ -147,11 +147,11 @@ def run(
     never retrieved" from a callback that outlived its context. Returns 0 after a signal,
     1 when the node could not be brought up and was told to exit (or cannot recover).
     """
+    _stacks_on_demand()
     stop = threading.Event()
     previous = _on_stop_signals(stop)
     threading.Thread(target=stop_watchdog, args=(stop,), name="stop_watchdog",
                      daemon=True).start()
-    _stacks_on_demand()
     try:
         from rclpy.signals import SignalHandlerOptions
 
@@ -217,8 +217,12 @@ def stop_watchdog(stop: threading.Event, grace: float = STOP_GRACE_S,
 
 
 #: Seconds after :data:`STOP_GRACE_S` at which the interpreter-independent last resort of
-#: :func:`_on_stop_signals` ends a process that :func:`stop_watchdog` could not end.
-LAST_RESORT_S = 2.0
+#: :func:`_on_stop_signals` ends a process that :func:`stop_watchdog` could not end (9 s
+#: after the signal: still before ``ros2 launch``'s SIGKILL at 10 s).
+LAST_RESORT_S = 1.0
+
+#: The first line faulthandler writes when the last resort fires (then the stacks).
+LAST_RESORT_HEADER = f"Timeout (0:00:{STOP_GRACE_S + LAST_RESORT_S:02.0f})!"
 
 
 def _on_stop_signals(stop: threading.Event) -> dict[int, Any]:
@@ -240,7 +244,9 @@ def _on_stop_signals(stop: threading.Event) -> dict[int, Any]:
 def _stacks_on_demand() -> None:
     """``kill -USR1 PID`` writes every thread's stack to the node's log and the node goes
     on; the handler is faulthandler's, in C, so it works in a process no Python thread
-    can run in (a C call holding the GIL): what to send a node that does not answer."""
+    can run in (a C call holding the GIL): what to send a node that does not answer.
+    A crash in C (SIGSEGV, SIGABRT, ...) writes the stacks too before the process dies."""
+    _arm(lambda: faulthandler.enable(all_threads=True))
     if hasattr(signal, "SIGUSR1"):
         _arm(lambda: faulthandler.register(signal.SIGUSR1, all_threads=True))
 
