@@ -409,7 +409,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
 
     node.create_subscription(BatteryState, "battery", on_battery, 10)
     episode_pub = node.create_publisher(UInt32, "episode_start", 10)
-    group = MutuallyExclusiveCallbackGroup()  # the task requests run in it (_send)
+    group = MutuallyExclusiveCallbackGroup()  # the client's answers, apart from the topics
     client = SpinSafeActionClient(node, RunTask, "run_task", callback_group=group)
     rows: list[dict[str, Any]] = []
     try:
@@ -436,7 +436,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             if battery["level"] < args.recharge_below:
                 docks += 1
                 _say(f"    battery at {battery['level']:.0%}: returning to the dock to charge")
-                r = _send(node, group, client,
+                r = _send(client,
                           RunTask.Goal(task="return to the dock", task_id=f"dock{ep}"),
                           args.task_timeout)
                 if not r.success:
@@ -451,7 +451,7 @@ def _run_episodes(procs: _Graph, tasks: list[Any], phases: list[dict[str, Any]],
             time.sleep(0.2)  # let the simulator apply the episode's events first
             t_ep = time.monotonic()
             goal = RunTask.Goal(task=f"find the {task.color} block", task_id=task.id)
-            res = _send(node, group, client, goal, args.task_timeout)
+            res = _send(client, goal, args.task_timeout)
             with lock:
                 alerted = any(a["episode"] == ep for a in counters["alerts"])
             if alerted and phase not in detected_in:
@@ -497,22 +497,21 @@ def _say(line: str) -> None:
     say(line)
 
 
-def _send(node: Any, group: Any, client: Any, goal: Any, timeout: float) -> Any:
+def _send(client: Any, goal: Any, timeout: float) -> Any:
     """Send a RunTask goal and wait for its result; TimeoutError / RuntimeError otherwise.
 
-    The requests are made inside the client's callback group (``run_in_group``): made from
-    this thread while the executor spins, an answer can arrive before rclpy has registered
-    the request and is dropped, and the demo waits for ever (the likely cause of a demo
-    that hung for the test's 300 s in one CI run on Jazzy)."""
-    from glove_ros.nodes.common import run_in_group, wait_future
+    Sent from this thread while the executor spins: ``client`` is a
+    :class:`~glove_ros.nodes.common.SpinSafeActionClient`, which registers a request before
+    its answer can be taken (rclpy's own client, under Humble and Jazzy, could drop an
+    answer that came first, and the demo waited for ever)."""
+    from glove_ros.nodes.common import wait_future
 
-    handle = wait_future(run_in_group(node, group, lambda: client.send_goal_async(goal)),
-                         timeout)
+    handle = wait_future(client.send_goal_async(goal), timeout)
     if handle is None or not handle.accepted:
         raise RuntimeError(f"planner rejected task '{goal.task}'")
-    res = wait_future(run_in_group(node, group, handle.get_result_async), timeout)
+    res = wait_future(handle.get_result_async(), timeout)
     if res is None:
-        run_in_group(node, group, handle.cancel_goal_async)
+        handle.cancel_goal_async()
         raise TimeoutError(f"task '{goal.task}' took longer than {timeout:.0f}s")
     return res.result
 

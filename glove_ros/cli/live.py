@@ -270,14 +270,6 @@ class _Session:
         except Exception:  # the context went away during shutdown
             pass
 
-    def in_group(self, group: Any, fn: Any, timeout: float = 10.0) -> Any:
-        """Run ``fn()`` on the executor in callback group ``group`` (see
-        :func:`glove_ros.nodes.common.run_in_group`: an action request made from this
-        thread could lose its answer)."""
-        from glove_ros.nodes.common import run_in_group
-
-        return run_in_group(self.node, group, fn, timeout)
-
     def sleep(self, seconds: float) -> bool:
         """Sleep unless stopped; False when a signal arrived."""
         return not self.stop.wait(seconds)
@@ -315,7 +307,9 @@ def task_main(args: argparse.Namespace) -> int:
     try:
         from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-        group = MutuallyExclusiveCallbackGroup()  # requests are registered before answers
+        # spin-safe: a request sent from this thread is registered before its answer can
+        # be taken (rclpy's own client, under Humble and Jazzy, could drop such an answer)
+        group = MutuallyExclusiveCallbackGroup()
         client = SpinSafeActionClient(s.node, RunTask, "run_task", callback_group=group)
         deadline = time.monotonic() + args.wait
         while not client.wait_for_server(timeout_sec=0.5):
@@ -341,21 +335,21 @@ def task_main(args: argparse.Namespace) -> int:
         def on_feedback(msg: Any) -> None:
             print(f"  feedback: {fields_text(msg.feedback)}", flush=True)
 
-        handle = _wait(s, s.in_group(group, lambda: client.send_goal_async(
-            goal, feedback_callback=on_feedback)), args.wait)
+        handle = _wait(s, client.send_goal_async(goal, feedback_callback=on_feedback),
+                       args.wait)
         if handle is None or not handle.accepted:
             print("the planner rejected the task" if handle is not None else
                   "the planner did not answer the goal request", file=sys.stderr)
             return 1
-        response = _wait(s, s.in_group(group, handle.get_result_async), args.timeout,
-                         alive=lambda: bool(s.in_group(group, client.server_is_ready)))
+        response = _wait(s, handle.get_result_async(), args.timeout,
+                         alive=client.server_is_ready)
         if response is _GONE:
             print(f"the planner's run_task server went away during the task (the planner "
                   f"stopped or died?); no result for more than {SERVER_GONE_S:.0f}s: the "
                   "outcome is unknown", file=sys.stderr)
             return 1
         if response is None:
-            s.in_group(group, handle.cancel_goal_async)
+            handle.cancel_goal_async()
             why = "interrupted" if s.stop.is_set() else f"no result after {args.timeout:.0f}s"
             print(f"{why}: task cancelled", file=sys.stderr)
             return 130 if s.stop.is_set() else 1

@@ -384,35 +384,6 @@ class SpinSafeActionClient(ActionClient):
         super().destroy()
 
 
-def run_in_group(node: Any, group: Any, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Run ``fn()`` on ``node``'s executor, in callback group ``group``; return its value.
-
-    rclpy's ActionClient sends a goal (or result) request and only then registers it;
-    called from another thread while the executor runs, the answer can be taken in between
-    and is dropped ("Ignoring unexpected goal response"), and the caller waits for ever.
-    Run in the client's mutually exclusive group, nothing of the client runs until the
-    request is registered. TimeoutError when the executor does not run it in time."""
-    done, box = threading.Event(), {}
-
-    def once() -> None:
-        timer.cancel()
-        try:
-            box["value"] = fn()
-        except Exception as exc:  # handed to the caller
-            box["error"] = exc
-        done.set()
-
-    timer = node.create_timer(0.001, once, callback_group=group)
-    try:
-        if not done.wait(timeout):
-            raise TimeoutError("the executor did not run the request")
-    finally:
-        node.destroy_timer(timer)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def wait_future(future: Any, timeout: float) -> Any:
     """Block this worker thread until an rclpy future is done; its result, or None on timeout.
 
