@@ -65,22 +65,32 @@ _STUCK_NODE = textwrap.dedent("""
 
 
 def test_a_node_with_a_callback_that_never_returns_still_stops(tmp_path):
+    def stacks_on_demand(proc, log) -> None:
+        proc.send_signal(signal.SIGUSR1)  # stacks on demand; the node goes on
+        _wait_for_text(log, "never_returns", proc)
+        time.sleep(0.5)
+        assert proc.poll() is None, log.read_text()
+
+    code, took, text = _stop(tmp_path, _STUCK_NODE, "callback running", stacks_on_demand)
+    assert code == 0, text
+    assert 7 <= took < 20, (took, text)
+    assert "still running 8 s after the stop signal" in text
+    assert "never_returns" in text  # the stack of the callback that held the process
+
+
+def _stop(tmp_path, source: str, ready: str, before_stop=None) -> tuple[int, float, str]:
+    """Run ``source`` as a node process; once it printed ``ready`` (and ``before_stop``
+    ran), SIGINT it. Returns its exit code, the seconds it took to exit, and its output."""
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
            "PYTHONUNBUFFERED": "1"}
-    log = tmp_path / "stuck.log"
+    log = tmp_path / "node.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", _STUCK_NODE], stdout=out,
+        proc = subprocess.Popen([sys.executable, "-c", source], stdout=out,
                                 stderr=subprocess.STDOUT, env=env)
         try:
-            deadline = time.monotonic() + 60
-            while "callback running" not in log.read_text() and time.monotonic() < deadline:
-                assert proc.poll() is None, log.read_text()
-                time.sleep(0.1)
-            assert "callback running" in log.read_text()
-            proc.send_signal(signal.SIGUSR1)  # stacks on demand; the node goes on
-            _wait_for_text(log, "never_returns", proc)
-            time.sleep(0.5)
-            assert proc.poll() is None, log.read_text()
+            _wait_for_text(log, ready, proc)
+            if before_stop is not None:
+                before_stop(proc, log)
             proc.send_signal(signal.SIGINT)
             start = time.monotonic()
             code = proc.wait(30)
@@ -89,11 +99,7 @@ def test_a_node_with_a_callback_that_never_returns_still_stops(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
-    text = log.read_text()
-    assert code == 0, text
-    assert 7 <= took < 20, (took, text)
-    assert "still running 8 s after the stop signal" in text
-    assert "never_returns" in text  # the stack of the callback that held the process
+    return code, took, log.read_text()
 
 
 def _wait_for_text(log, text: str, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -127,23 +133,7 @@ _GIL_HELD_NODE = textwrap.dedent("""
 def test_a_node_whose_teardown_holds_the_interpreter_still_stops(tmp_path):
     from glove_ros.nodes.common import LAST_RESORT_HEADER
 
-    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-           "PYTHONUNBUFFERED": "1"}
-    log = tmp_path / "gil.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", _GIL_HELD_NODE], stdout=out,
-                                stderr=subprocess.STDOUT, env=env)
-        try:
-            _wait_for_text(log, "node up", proc)
-            proc.send_signal(signal.SIGINT)
-            start = time.monotonic()
-            code = proc.wait(30)
-            took = time.monotonic() - start
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-    text = log.read_text()
+    code, took, text = _stop(tmp_path, _GIL_HELD_NODE, "node up")
     assert "holding the GIL" in text
     assert code == 1, text  # the last resort's exit; the watchdog's 0 needs Python
     assert 8.5 <= took < 10, (took, text)  # before ros2 launch's SIGKILL at 10 s
