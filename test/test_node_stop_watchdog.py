@@ -25,6 +25,8 @@ import pytest
 pytest.importorskip("rclpy")
 pytestmark = pytest.mark.ros
 
+from rosproc import wait_for  # noqa: E402
+
 
 def test_the_watchdog_waits_for_the_stop_then_dumps_every_stack_and_exits_0(capfd):
     from glove_ros.nodes.common import stop_watchdog
@@ -103,11 +105,12 @@ def _stop(tmp_path, source: str, ready: str, before_stop=None) -> tuple[int, flo
 
 
 def _wait_for_text(log, text: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in log.read_text() and time.monotonic() < deadline:
+    """Until the process printed ``text``; fails at once (with its output) when it exited."""
+    def printed() -> bool:
         assert proc.poll() is None, log.read_text()
-        time.sleep(0.1)
-    assert text in log.read_text(), log.read_text()
+        return text in log.read_text()
+
+    wait_for(printed, timeout, f"'{text}' in the node's output", log.read_text)
 
 
 # destroy_node (the teardown after the stop) calls libc's sleep through ctypes.PyDLL, which

@@ -307,9 +307,9 @@ def task_main(args: argparse.Namespace) -> int:
     try:
         from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
+        group = MutuallyExclusiveCallbackGroup()
         # spin-safe: a request sent from this thread is registered before its answer can
         # be taken (rclpy's own client, under Humble and Jazzy, could drop such an answer)
-        group = MutuallyExclusiveCallbackGroup()
         client = SpinSafeActionClient(s.node, RunTask, "run_task", callback_group=group)
         deadline = time.monotonic() + args.wait
         while not client.wait_for_server(timeout_sec=0.5):
